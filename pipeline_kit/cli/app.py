@@ -1,0 +1,22 @@
+"""The typer app: every command module registers itself here."""
+
+from __future__ import annotations
+
+import typer
+
+from pipeline_kit.cli import experiments, run_cmd, setup_cmd
+
+app = typer.Typer(
+    name="kit",
+    help="pipeline_kit: from data to a trained model to a benchmark table, locally, in Docker or on Slurm.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+run_cmd.register(app)
+experiments.register(app)
+setup_cmd.register(app)
+
+
+def click_command():
+    return typer.main.get_command(app)

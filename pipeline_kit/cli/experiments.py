@@ -1,0 +1,53 @@
+"""`kit status`, `kit logs` and `kit cancel`: read back or stop an experiment by name."""
+
+from typing import Annotated
+
+import typer
+
+ClusterOpt = Annotated[str | None, typer.Option(help="Cluster config name or YAML path [default: none].")]
+ConfigDirOpt = Annotated[str | None, typer.Option("--config_dir", help="Folder searched first for cluster configs.")]
+ExpnameArg = Annotated[str, typer.Argument(help="The experiment name (--expname at submission).")]
+
+
+def _load(cluster: str | None, config_dir: str | None, expname: str):
+    from pipeline_kit.cli.job_flags import cluster_from
+    from pipeline_kit.launch.records import load_latest
+
+    config = cluster_from(cluster, config_dir)
+    return config, load_latest(config, expname)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command(help="One line per job: <job name> <STATE> (and one per failed array unit).")
+    def status(expname: ExpnameArg, cluster: ClusterOpt = None, config_dir: ConfigDirOpt = None) -> None:
+        from pipeline_kit.launch.monitor import experiment_status
+
+        config, record = _load(cluster, config_dir, expname)
+        for s in experiment_status(config, record):
+            typer.echo(f"{s.name} {s.state}")
+            for unit, state in sorted(s.failed_units.items()):
+                typer.echo(f"{s.name}[{unit}] {state}")
+
+    @app.command(help="The paths of each job's logs, with their last lines.")
+    def logs(
+        expname: ExpnameArg,
+        cluster: ClusterOpt = None,
+        config_dir: ConfigDirOpt = None,
+        lines: Annotated[int, typer.Option("--lines", help="Lines to show from the end of each log.")] = 20,
+    ) -> None:
+        from pipeline_kit.launch.monitor import log_files, tail
+
+        config, record = _load(cluster, config_dir, expname)
+        for job, paths in log_files(config, record).items():
+            typer.echo(f"== job {job}: {len(paths)} log(s) in {record.log_dir}")
+            for path in paths:
+                typer.echo(f"--- {path}")
+                typer.echo(tail(config, path, lines), nl=False)
+
+    @app.command(help="Cancel every job of an experiment.")
+    def cancel(expname: ExpnameArg, cluster: ClusterOpt = None, config_dir: ConfigDirOpt = None) -> None:
+        from pipeline_kit.launch.monitor import cancel_experiment
+
+        config, record = _load(cluster, config_dir, expname)
+        acted = cancel_experiment(config, record)
+        typer.echo(f"cancelled {expname}: {', '.join(acted) if acted else 'nothing was running'}")

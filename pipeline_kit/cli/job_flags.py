@@ -1,0 +1,188 @@
+"""The flags every job command shares, declared once. `@job_command` adds them to a command's signature and
+hands the command one `JobFlags`; `submit` turns a command's groups into a Pipeline and runs it."""
+
+import functools
+import inspect
+import json
+import os
+from dataclasses import dataclass, fields
+from typing import Annotated, get_type_hints
+
+import typer
+from typer._click.exceptions import UsageError  # typer >= 0.29 vendors click
+
+from pipeline_kit.errors import UserError
+
+
+@dataclass
+class JobFlags:
+    cluster: Annotated[
+        str | None, typer.Option("--cluster", help="Cluster config name or YAML path [default: none].")
+    ] = None
+    config_dir: Annotated[
+        str | None, typer.Option("--config_dir", help="Folder searched first for cluster configs.")
+    ] = None
+    expname: Annotated[str | None, typer.Option("--expname", help="Experiment name [default: the command's name].")] = (
+        None
+    )
+    partition: Annotated[str | None, typer.Option("--partition", help="Slurm partition [default: the cluster's].")] = (
+        None
+    )
+    time_min: Annotated[str | None, typer.Option("--time_min", help="Slurm time limit, e.g. 01:00:00.")] = None
+    run_after: Annotated[
+        list[str] | None, typer.Option("--run_after", help="Start after this experiment (repeatable).")
+    ] = None
+    dependent_jobs: Annotated[
+        int, typer.Option("--dependent_jobs", help="Run N more copies, each after the previous one.")
+    ] = 0
+    reuse_code: Annotated[
+        bool, typer.Option("--reuse_code/--no-reuse_code", help="Reuse code already packed for this commit.")
+    ] = True
+    log_dir: Annotated[str | None, typer.Option("--log_dir", help="Folder (on the cluster) for the job logs.")] = None
+    mount_paths: Annotated[str | None, typer.Option("--mount_paths", help="Extra mounts, comma-separated src:dst.")] = (
+        None
+    )
+    dry_run: Annotated[bool, typer.Option("--dry_run", help="Print what would be submitted; submit nothing.")] = False
+    sbatch_kwargs: Annotated[
+        str | None,
+        typer.Option("--sbatch_kwargs", help='Extra sbatch arguments as JSON, e.g. \'{"qos": "high"}\'.'),
+    ] = None
+    allow_uncommitted: Annotated[
+        bool, typer.Option("--allow_uncommitted", help="Run the last commit even with uncommitted changes.")
+    ] = False
+    extra_args: tuple[str, ...] = ()  # the ++key=value arguments, passed through to the inner script
+
+    def sbatch_dict(self) -> dict[str, str]:
+        if not self.sbatch_kwargs:
+            return {}
+        try:
+            value = json.loads(self.sbatch_kwargs)
+        except json.JSONDecodeError as e:
+            raise UserError(
+                f'--sbatch_kwargs is not valid JSON ({e.msg} at column {e.colno}); pass e.g. \'{{"qos": "high"}}\'.'
+            ) from None
+        if not isinstance(value, dict):
+            raise UserError('--sbatch_kwargs must be a JSON object, e.g. \'{"qos": "high"}\'.')
+        return {str(k): str(v) for k, v in value.items()}
+
+    def mounts(self) -> list[str]:
+        out = []
+        for m in (self.mount_paths or "").split(","):
+            if not m.strip():
+                continue
+            src, sep, dst = m.strip().partition(":")
+            if not sep or not src or not dst.startswith("/"):
+                raise UserError(f"--mount_paths entry '{m}' is not src:/absolute/dst; fix it.")
+            out.append(m.strip())
+        return out
+
+
+_SHARED = [f for f in fields(JobFlags) if f.name != "extra_args"]
+_NAMES = {f.name for f in _SHARED}
+
+
+def check_extra_args(args: list[str]) -> tuple[str, ...]:
+    """Only `++key=value` passes through; any other unknown argument is a mistake."""
+    for a in args:
+        if not (a.startswith("++") and "=" in a and len(a.split("=", 1)[0]) > 2):
+            if a.startswith("--"):
+                from pipeline_kit.cluster.schema import did_you_mean
+
+                name = a[2:].split("=", 1)[0]
+                raise UsageError(f"no such option --{name}.{did_you_mean(name, sorted(_NAMES))}")
+            raise UsageError(f"unexpected argument '{a}'; inner-script arguments are written ++key=value.")
+    return tuple(args)
+
+
+def job_command(app: typer.Typer, name: str, help: str):
+    """Register `fn(flags: JobFlags, ...own options)` as a command that also takes every shared flag."""
+
+    def decorate(fn):
+        own = [p for p in inspect.signature(fn).parameters.values() if p.name != "flags"]
+        hints = get_type_hints(JobFlags, include_extras=True)
+        shared = [
+            inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default, annotation=hints[f.name])
+            for f in _SHARED
+        ]
+        ctx_param = inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context)
+
+        @functools.wraps(fn)
+        def wrapper(ctx: typer.Context, **kwargs):
+            flags = JobFlags(
+                **{k: kwargs.pop(k) for k in list(kwargs) if k in _NAMES},
+                extra_args=check_extra_args(list(ctx.args)),
+            )
+            return fn(flags, **kwargs)
+
+        wrapper.__signature__ = inspect.Signature([ctx_param, *own, *shared])
+        settings = {"allow_extra_args": True, "ignore_unknown_options": True}
+        app.command(name=name, help=help, context_settings=settings)(wrapper)
+        return fn
+
+    return decorate
+
+
+def cluster_from(cluster: str | None, config_dir: str | None):
+    from pipeline_kit.cluster import load_cluster_config
+
+    return load_cluster_config(cluster, config_dir)
+
+
+def submit(flags: JobFlags, default_name: str, groups_factory, wait: bool = False, job_kwargs=None) -> int:
+    """Build the pipeline for one job (plus --dependent_jobs copies), run it and report. Returns the exit code."""
+    from pipeline_kit.pipeline import Job, Pipeline
+
+    cluster = cluster_from(flags.cluster, flags.config_dir)
+    expname = flags.expname or default_name
+    sbatch = flags.sbatch_dict()
+    if flags.dependent_jobs < 0:
+        raise UserError(f"--dependent_jobs must be 0 or more, got {flags.dependent_jobs}.")
+    jobs: list[Job] = []
+    for i in range(flags.dependent_jobs + 1):
+        groups = groups_factory()
+        for g in groups:
+            g.hardware.partition = g.hardware.partition or flags.partition
+            g.hardware.time_min = g.hardware.time_min or flags.time_min
+            g.hardware.sbatch_kwargs = {**sbatch, **g.hardware.sbatch_kwargs}
+        name = expname if i == 0 else f"{expname}-dep{i}"
+        jobs.append(
+            Job(
+                name=name,
+                groups=groups,
+                after=jobs[-1:],
+                run_after=list(flags.run_after or []),
+                **(job_kwargs or {}),
+            )
+        )
+    pipeline = Pipeline(
+        expname,
+        cluster,
+        jobs,
+        log_dir=flags.log_dir,
+        mount_paths=flags.mounts(),
+        reuse_code=flags.reuse_code,
+        allow_uncommitted=flags.allow_uncommitted,
+        cwd=os.getcwd(),
+    )
+    result = pipeline.run(dry_run=flags.dry_run, wait=wait)
+    if flags.dry_run:
+        typer.echo(result.dry_run_text, nl=False)
+        return 0
+    for name, ids in result.slurm_ids.items():
+        state = result.states.get(name, "SUBMITTED")
+        typer.echo(f"{expname}: job {name} {state}" + (f" (slurm job {','.join(ids)})" if ids else ""))
+    if cluster.executor == "slurm" and not wait:
+        typer.echo(
+            f"submitted experiment {expname}; follow it with `kit status --cluster={flags.cluster or 'none'} {expname}`"
+        )
+        return 0
+    if cluster.executor != "slurm":
+        from pipeline_kit.launch.monitor import log_files, tail
+        from pipeline_kit.launch.records import load_latest
+
+        record = load_latest(cluster, expname)
+        for paths in log_files(cluster, record).values():
+            for path in paths[:4]:
+                typer.echo(f"--- {path} (last lines)")
+                typer.echo(tail(cluster, path, 10), nl=False)
+    return 0 if result.ok else 1

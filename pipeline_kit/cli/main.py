@@ -1,0 +1,56 @@
+"""Entry point of `kit`. User errors become one line on stderr and exit 2; `--help` is served from a cache so
+that it imports neither typer nor anything heavier."""
+
+from __future__ import annotations
+
+import sys
+
+from pipeline_kit.errors import UserError
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    wants_help = not argv or "--help" in argv
+    if wants_help:
+        from pipeline_kit.cli import help_cache
+
+        text = help_cache.read(argv)
+        if text is not None:
+            sys.stdout.write(text)
+            return 0
+    code = _run(argv, capture_help=wants_help)
+    return code
+
+
+def _run(argv: list[str], capture_help: bool) -> int:
+    import typer
+    from typer._click.exceptions import UsageError  # typer >= 0.29 vendors click
+
+    from pipeline_kit.cli.app import click_command
+
+    try:
+        if capture_help:
+            from pipeline_kit.cli import help_cache
+
+            return help_cache.render_and_store(argv, lambda: click_command().main(argv, "kit", standalone_mode=False))
+        result = click_command().main(argv, "kit", standalone_mode=False)
+        return result if isinstance(result, int) else 0
+    except UserError as e:
+        print(f"kit: error: {e}", file=sys.stderr)
+        return 2
+    except UsageError as e:
+        hint = f" (see `kit {e.ctx.info_name} --help`)" if e.ctx and e.ctx.info_name != "kit" else " (see `kit --help`)"
+        print(f"kit: error: {' '.join(e.format_message().split())}{hint}", file=sys.stderr)
+        return 2
+    except typer.Exit as e:
+        return e.exit_code
+    except typer.Abort:
+        print("kit: aborted", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("kit: interrupted", file=sys.stderr)
+        return 130
+
+
+def entry() -> None:
+    sys.exit(main())

@@ -1,0 +1,56 @@
+"""Finds a cluster config by name (--config_dir, $KIT_CONFIG_DIR, ./cluster_configs, the package's examples)
+or by path, and loads it."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from pipeline_kit.cluster.config import ClusterConfig, build_cluster_config
+from pipeline_kit.errors import UserError
+
+PACKAGE_CONFIGS = Path(__file__).resolve().parent.parent / "cluster_configs"
+DEFAULT_CLUSTER = "none"
+
+
+def search_dirs(config_dir: str | None) -> list[Path]:
+    dirs = [config_dir, os.environ.get("KIT_CONFIG_DIR"), "cluster_configs"]
+    return [Path(d) for d in dirs if d] + [PACKAGE_CONFIGS]
+
+
+def find_cluster_config(cluster: str | None, config_dir: str | None = None) -> Path:
+    """The file for `--cluster` (a name or a path to a YAML file)."""
+    cluster = cluster or DEFAULT_CLUSTER
+    if cluster.endswith((".yaml", ".yml")) or os.sep in cluster:
+        path = Path(cluster)
+        if not path.is_file():
+            raise UserError(f"--cluster {cluster}: no such file; give an existing YAML path or a config name.")
+        return path
+    if config_dir and not Path(config_dir).is_dir():
+        raise UserError(f"--config_dir {config_dir}: no such directory; fix the path.")
+    tried = []
+    for d in search_dirs(config_dir):
+        for ext in (".yaml", ".yml"):
+            candidate = d / f"{cluster}{ext}"
+            if candidate.is_file():
+                return candidate
+        tried.append(str(d))
+    raise UserError(
+        f"--cluster {cluster}: no {cluster}.yaml in {', '.join(dict.fromkeys(tried))}; "
+        f"create it with `kit setup --cluster={cluster}` or pass --config_dir."
+    )
+
+
+def load_cluster_config(cluster: str | None, config_dir: str | None = None) -> ClusterConfig:
+    import yaml
+
+    path = find_cluster_config(cluster, config_dir)
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        line = f" line {mark.line + 1}" if mark else ""
+        raise UserError(f"{path}:{line} is not valid YAML ({getattr(e, 'problem', e)}); fix the syntax.") from None
+    if raw is None:
+        raise UserError(f"{path}: the file is empty; it needs at least 'executor' and 'job_dir'.")
+    return build_cluster_config(raw, str(path))

@@ -1,0 +1,2 @@
+"""Launching through nemo-run: code packaging, executors for none/local/slurm, experiment records, and the
+status/logs/cancel readers. nemo-run is imported only here, and only when something is rendered or submitted."""

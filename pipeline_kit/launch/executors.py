@@ -1,0 +1,162 @@
+"""nemo-run executors for the three cluster kinds, built from a cluster config and a group's hardware."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from pathlib import Path
+from types import ModuleType
+
+from pipeline_kit.cluster import ClusterConfig
+from pipeline_kit.errors import UserError
+from pipeline_kit.launch.packaging import CONTAINER_CODE_DIR
+from pipeline_kit.pipeline.model import CommandGroup, Job
+from pipeline_kit.pipeline.render import HET_HOST_VAR
+
+
+def host_has_gpus() -> bool:
+    return Path("/dev/nvidia0").exists()
+
+
+def local_executor(run: ModuleType, cluster: ClusterConfig):
+    return run.LocalExecutor(env_vars=dict(cluster.env_vars), packager=run.Packager())
+
+
+def docker_executor(
+    run: ModuleType, cluster: ClusterConfig, job: Job, code_dir: str, log_dir: str, mount_paths: list[str]
+):
+    key = job.groups[0].container
+    if key is None:
+        raise UserError(
+            f"job '{job.name}' has no container; executor 'local' (Docker) needs --container or a key in "
+            f"{cluster.source} 'containers'."
+        )
+    image = resolve_image(cluster, key)
+    gpus = max(g.num_gpus for g in job.groups)
+    volumes = [*cluster.mounts, *mount_paths, f"{code_dir}:{CONTAINER_CODE_DIR}", f"{log_dir}:{log_dir}"]
+    return run.DockerExecutor(
+        container_image=image,
+        num_gpus=gpus if gpus and host_has_gpus() else None,  # GPUs are passed only when the host has them
+        env_vars=dict(cluster.env_vars),
+        volumes=volumes,
+        network="host",
+        packager=run.Packager(),
+    )
+
+
+def resolve_image(cluster: ClusterConfig, key: str) -> str:
+    """An image name, or for `dockerfile:PATH` the tag of a local build named by the content hash."""
+    spec = cluster.container(key)
+    if not spec.startswith("dockerfile:"):
+        return spec
+    return build_dockerfile(cluster, spec.removeprefix("dockerfile:"))
+
+
+def dockerfile_tag(path: Path) -> tuple[str, dict[str, str]]:
+    """The content-hash tag of a Dockerfile and the build args it takes from the environment (like
+    `docker build --build-arg NAME`, an ARG with a set env var of that name gets its value)."""
+    text = path.read_text()
+    args = {
+        name: os.environ[name]
+        for name in re.findall(r"^\s*ARG\s+([A-Za-z_][A-Za-z0-9_]*)", text, re.M)
+        if name in os.environ
+    }
+    digest = hashlib.sha256((text + repr(sorted(args.items()))).encode()).hexdigest()[:16]
+    return f"kit-{path.stem.lower().replace('.', '-')}:{digest}", args
+
+
+def build_dockerfile(cluster: ClusterConfig, rel: str) -> str:
+    path = Path(rel)
+    if not path.is_file():
+        raise UserError(
+            f"{cluster.source}: containers entry dockerfile:{rel} — no such file (relative to {os.getcwd()})."
+        )
+    tag, args = dockerfile_tag(path)
+    import docker
+
+    client = docker.from_env()
+    try:
+        client.images.get(tag)
+        return tag
+    except docker.errors.ImageNotFound:
+        pass
+    try:
+        client.images.build(path=str(path.parent.resolve()), dockerfile=path.name, tag=tag, buildargs=args, rm=True)
+    except docker.errors.BuildError as e:
+        last = next(
+            (
+                str(x.get("stream") or x.get("error")).strip()
+                for x in reversed(list(e.build_log))
+                if x.get("stream") or x.get("error")
+            ),
+            str(e),
+        )
+        raise UserError(f"{cluster.source}: building dockerfile:{rel} failed: {last}") from None
+    return tag
+
+
+def slurm_executor(
+    run: ModuleType,
+    cluster: ClusterConfig,
+    job: Job,
+    group: CommandGroup,
+    heterogeneous: bool,
+    code_dir: str,
+    mount_paths: list[str],
+    external_deps: list[str],
+):
+    hw = group.hardware
+    partition = hw.partition or cluster.partition
+    time_limit = hw.time_min or cluster.timeout_for(partition)
+    extra = {"kill-on-invalid-dep": "yes", **hw.sbatch_kwargs}
+    if hw.exclusive:
+        extra["exclusive"] = True
+    array = None
+    if job.array_size:
+        array = f"0-{job.array_size - 1}" + (f"%{job.array_parallelism}" if job.array_parallelism else "")
+    container = cluster.container(group.container) if group.container else None
+    if container and container.startswith("dockerfile:"):
+        raise UserError(
+            f"{cluster.source}: container '{group.container}' is a dockerfile; Slurm needs a built image name."
+        )
+    tunnel = (
+        run.SSHTunnel(
+            host=cluster.ssh_tunnel.host,
+            user=cluster.ssh_tunnel.user,
+            port=cluster.ssh_tunnel.port,
+            identity=cluster.ssh_tunnel.identity,
+            job_dir=cluster.ssh_tunnel.job_dir,
+        )
+        if cluster.ssh_tunnel
+        else run.LocalTunnel(job_dir="")
+    )
+    het_hosts = " ".join(f"{HET_HOST_VAR}_{i}" for i in range(len(job.groups)))
+    from pipeline_kit.launch.kit_slurm_executor import KitSlurmExecutor
+
+    executor = KitSlurmExecutor(
+        account=cluster.account or "",
+        partition=partition,
+        time=time_limit or "00:10:00",
+        nodes=group.num_nodes,
+        ntasks_per_node=group.num_tasks,
+        gpus_per_node=group.num_gpus or None,
+        array=array,
+        additional_parameters=extra,
+        container_image=container,
+        container_mounts=[*cluster.mounts, *mount_paths, f"{code_dir}:{CONTAINER_CODE_DIR}"] if container else [],
+        env_vars=dict(cluster.env_vars),
+        tunnel=tunnel,
+        packager=run.Packager(),
+        job_name_prefix=cluster.job_name_prefix,
+        dependency_type=job.dependency_type or cluster.dependency_type,
+        heterogeneous=heterogeneous,
+        # nemo-run sets het_group_host_N in the batch shell but does not export it to srun steps.
+        setup_lines=f"export {het_hosts}" if heterogeneous else None,
+        wait_time_for_group_job=0,
+        monitor_group_job_wait_time=1,
+        external_job_ids=list(external_deps),
+        # nemo-run writes --dependency only when this list is non-empty; it is replaced by in-pipeline handles.
+        dependencies=[f"slurm_tunnel://nemo_run/{i}" for i in external_deps],
+    )
+    return executor

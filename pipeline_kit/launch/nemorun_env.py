@@ -1,0 +1,57 @@
+"""Imports nemo-run the way it must be imported (NEMORUN_HOME set first) and works around its known gaps."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import sys
+from pathlib import Path
+from types import ModuleType
+
+from pipeline_kit.cluster import ClusterConfig, SshTunnelConfig
+from pipeline_kit.errors import UserError
+
+
+def import_nemo_run(cluster: ClusterConfig) -> ModuleType:
+    """nemo-run reads NEMORUN_HOME once at import; we keep its experiments under the cluster's job_dir."""
+    home = cluster.job_dir
+    if "nemo_run" in sys.modules and os.environ.get("NEMORUN_HOME") != home:
+        # nemo-run computed its job maps from the first NEMORUN_HOME; another one would silently mix them.
+        raise RuntimeError(f"nemo-run already imported with NEMORUN_HOME={os.environ.get('NEMORUN_HOME')}, not {home}")
+    os.environ["NEMORUN_HOME"] = home
+    Path(home).mkdir(parents=True, exist_ok=True)
+    if cluster.ssh_tunnel is not None:
+        _prepare_ssh(cluster.ssh_tunnel, home)
+    import nemo_run
+
+    return nemo_run
+
+
+def _prepare_ssh(tunnel: SshTunnelConfig, home: str) -> None:
+    # nemo-run shells out to rsync and a bare `ssh` with no way to pass options: check rsync, and put an ssh
+    # wrapper first on PATH that never prompts (BatchMode) and records new host keys in kit's own file.
+    if shutil.which("rsync") is None:
+        raise UserError("the SSH tunnel needs rsync on this machine; install it (apt-get install rsync).")
+    real_ssh = shutil.which("ssh")
+    if real_ssh is None:
+        raise UserError(
+            "the SSH tunnel needs an ssh client on this machine; install it (apt-get install openssh-client)."
+        )
+    bin_dir = Path(home) / ".kit-bin"
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    wrapper = bin_dir / "ssh"
+    if Path(real_ssh).resolve() == wrapper.resolve():
+        return
+    extra = os.environ.get("KIT_SSH_OPTIONS", "")
+    text = (
+        "#!/bin/sh\n# written by kit: nemo-run cannot pass ssh options\n"
+        f"exec {real_ssh} -o BatchMode=yes -o StrictHostKeyChecking=accept-new "
+        f'-o UserKnownHostsFile="$HOME/.ssh/known_hosts" {extra} "$@"\n'
+    )
+    if not wrapper.exists() or wrapper.read_text() != text:
+        tmp = wrapper.with_suffix(".tmp")
+        tmp.write_text(text)
+        tmp.chmod(tmp.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+        tmp.replace(wrapper)
+    os.environ["PATH"] = f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"

@@ -1,0 +1,65 @@
+"""Experiment records: one JSON file per submission under <job_dir>/kit/<expname>/, written atomically, so that
+`kit status/logs/cancel` and `--run_after` find an experiment from a later process."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from pipeline_kit.cluster import ClusterConfig
+from pipeline_kit.errors import UserError
+
+
+@dataclass
+class JobRecord:
+    name: str
+    task_id: str
+    groups: list[str]
+    array_size: int | None = None
+    slurm_ids: list[str] = field(default_factory=list)  # one id; a het job's components share it
+    state: str | None = None  # final state, once known without asking the scheduler
+
+
+@dataclass
+class ExperimentRecord:
+    expname: str
+    run_id: str
+    executor: str
+    log_dir: str
+    nemo_run_id: str | None = None
+    jobs: list[JobRecord] = field(default_factory=list)
+
+    def job(self, name: str) -> JobRecord:
+        return next(j for j in self.jobs if j.name == name)
+
+
+def records_dir(cluster: ClusterConfig, expname: str) -> Path:
+    return Path(cluster.job_dir) / "kit" / expname
+
+
+def write_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def save_record(cluster: ClusterConfig, record: ExperimentRecord) -> None:
+    write_atomic(records_dir(cluster, record.expname) / f"{record.run_id}.json", json.dumps(asdict(record), indent=1))
+
+
+def load_latest(cluster: ClusterConfig, expname: str) -> ExperimentRecord:
+    """The newest submission of `expname` on this cluster."""
+    runs = sorted(records_dir(cluster, expname).glob("*.json"))
+    if not runs:
+        raise UserError(
+            f"no experiment named '{expname}' was submitted to {cluster.source} (looked in {records_dir(cluster, expname)}); "
+            "check the name and --cluster."
+        )
+    data = json.loads(runs[-1].read_text())
+    data["jobs"] = [JobRecord(**j) for j in data["jobs"]]
+    return ExperimentRecord(**data)

@@ -1,0 +1,39 @@
+"""Runs shell commands where the cluster is: here (login node) or over the SSH tunnel (ssh and rsync)."""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+
+from pipeline_kit.cluster import ClusterConfig
+from pipeline_kit.errors import UserError
+
+
+def ssh_argv(cluster: ClusterConfig) -> list[str]:
+    t = cluster.ssh_tunnel
+    assert t is not None
+    argv = ["ssh", "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=accept-new", "-p", str(t.port)]
+    if t.identity:
+        argv += ["-i", t.identity]
+    return [*argv, f"{t.user}@{t.host}"]
+
+
+def remote_run(cluster: ClusterConfig, command: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """Run `command` (a shell string) on the cluster's login node; here when there is no tunnel."""
+    argv = [*ssh_argv(cluster), command] if cluster.ssh_tunnel else ["bash", "-c", command]
+    proc = subprocess.run(argv, capture_output=True, text=True)
+    if check and proc.returncode != 0:
+        where = f"{cluster.ssh_tunnel.user}@{cluster.ssh_tunnel.host}" if cluster.ssh_tunnel else "this host"
+        if cluster.ssh_tunnel and proc.returncode == 255:
+            raise UserError(f"{cluster.source}: ssh to {where} failed ({proc.stderr.strip()}); check ssh_tunnel.")
+        raise RuntimeError(f"`{command}` on {where} failed ({proc.returncode}): {proc.stderr.strip()}")
+    return proc
+
+
+def rsync_to(cluster: ClusterConfig, src: str, dst: str) -> None:
+    rsh = " ".join(shlex.quote(a) for a in ssh_argv(cluster)[:-1])
+    t = cluster.ssh_tunnel
+    assert t is not None
+    proc = subprocess.run(["rsync", "-a", "-e", rsh, src, f"{t.user}@{t.host}:{dst}"], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise UserError(f"{cluster.source}: rsync to {t.host}:{dst} failed ({proc.stderr.strip()}); check ssh_tunnel.")

@@ -1,0 +1,154 @@
+"""The nouns of the declarative layer. They only describe work; `render` turns them into scripts and
+`launch` submits those. A Command names the commands it talks to in `refs` (explicit objects, not lambdas)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from pipeline_kit.errors import UserError
+
+AUTO_PORT = "auto"
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where a referenced command listens, as seen from the referring command: `host` is a shell word
+    (`127.0.0.1`, or `${het_group_host_N}` resolved on the node), `port` a number or None."""
+
+    host: str
+    port: int | None
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+CommandBuilder = Callable[[dict[str, Endpoint]], str]
+
+
+@dataclass(eq=False)
+class Command:
+    """One shell command. `command` is a string, or a function that builds it from the resolved `refs`.
+    A `service` (a server) runs until the other commands of its job end, then it is stopped."""
+
+    command: str | CommandBuilder
+    name: str = "main"
+    container: str | None = None
+    num_gpus: int = 0
+    num_nodes: int = 1
+    num_tasks: int = 1
+    env: dict[str, str] = field(default_factory=dict)
+    port: int | str | None = None
+    refs: dict[str, Command] = field(default_factory=dict)
+    service: bool = False
+
+    def __post_init__(self) -> None:
+        check_name(self.name, "command")
+        if self.port is not None and self.port != AUTO_PORT and not isinstance(self.port, int):
+            raise UserError(f"command '{self.name}': port must be an integer or '{AUTO_PORT}', got {self.port!r}.")
+        for ref_name, target in self.refs.items():
+            if not isinstance(target, Command):
+                raise UserError(
+                    f"command '{self.name}': ref '{ref_name}' must be a Command, got {type(target).__name__}."
+                )
+            if target.port is None:
+                raise UserError(
+                    f"command '{self.name}': ref '{ref_name}' points at '{target.name}', which has no port."
+                )
+
+
+@dataclass
+class HardwareConfig:
+    """The allocation a CommandGroup asks for. None means: derive it from the group's commands."""
+
+    partition: str | None = None
+    num_gpus: int | None = None  # per node
+    num_nodes: int | None = None
+    num_tasks: int | None = None  # per node
+    exclusive: bool = False
+    time_min: str | None = None
+    sbatch_kwargs: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(eq=False)
+class CommandGroup:
+    """Commands that share one allocation (one component of a Slurm heterogeneous job)."""
+
+    commands: list[Command]
+    hardware: HardwareConfig = field(default_factory=HardwareConfig)
+    name: str = "group"
+
+    def __post_init__(self) -> None:
+        check_name(self.name, "command group")
+        if not self.commands:
+            raise UserError(f"command group '{self.name}' has no commands; add at least one.")
+        names = [c.name for c in self.commands]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise UserError(f"command group '{self.name}' has two commands named {dupes[0]}; give them distinct names.")
+        keys = {c.container for c in self.commands}
+        if len(keys) > 1:
+            raise UserError(
+                f"command group '{self.name}' mixes containers {sorted(map(str, keys))}; one allocation runs one container."
+            )
+
+    @property
+    def container(self) -> str | None:
+        return self.commands[0].container
+
+    @property
+    def num_gpus(self) -> int:
+        return self.hardware.num_gpus if self.hardware.num_gpus is not None else max(c.num_gpus for c in self.commands)
+
+    @property
+    def num_nodes(self) -> int:
+        return (
+            self.hardware.num_nodes if self.hardware.num_nodes is not None else max(c.num_nodes for c in self.commands)
+        )
+
+    @property
+    def num_tasks(self) -> int:
+        return (
+            self.hardware.num_tasks if self.hardware.num_tasks is not None else max(c.num_tasks for c in self.commands)
+        )
+
+
+@dataclass(eq=False)
+class Job:
+    """One scheduled unit of work: one or more CommandGroups (several make a heterogeneous job on Slurm).
+
+    `after`: earlier Jobs of the same Pipeline; `run_after`: names of earlier experiments.
+    `array_size`: run the job as N independent units; each sees its index in `$KIT_UNIT`."""
+
+    name: str
+    groups: list[CommandGroup]
+    after: list[Job] = field(default_factory=list)
+    run_after: list[str] = field(default_factory=list)
+    array_size: int | None = None
+    array_parallelism: int | None = None
+    dependency_type: str | None = None
+
+    def __post_init__(self) -> None:
+        check_name(self.name, "job")
+        if not self.groups:
+            raise UserError(f"job '{self.name}' has no command groups; add at least one.")
+        if self.array_size is not None:
+            if self.array_size < 1:
+                raise UserError(f"job '{self.name}': array_size must be at least 1, got {self.array_size}.")
+            if len(self.groups) > 1:
+                raise UserError(
+                    f"job '{self.name}': a Slurm array cannot be heterogeneous; put the commands in one group "
+                    "or submit one het job per unit."
+                )
+
+    @property
+    def commands(self) -> list[Command]:
+        return [c for g in self.groups for c in g.commands]
+
+
+def check_name(name: str, what: str) -> None:
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise UserError(f"{what} name {name!r} may hold only letters, digits, '_', '.' and '-'; rename it.")

@@ -1,0 +1,171 @@
+"""Turns Jobs into the bash scripts that run on the allocation: ports and references resolved, every command
+started with its own env and log, services stopped when the other commands end, array units looped or indexed."""
+
+from __future__ import annotations
+
+import shlex
+import socket
+from dataclasses import dataclass
+
+from pipeline_kit.errors import UserError
+from pipeline_kit.pipeline.model import AUTO_PORT, Command, Endpoint, Job
+
+HET_HOST_VAR = "het_group_host"  # nemo-run's name for the first host of het group N (it does not export it)
+
+# Started once per script. kit_start runs a command in its own session (so its whole tree can be stopped),
+# logs it to $KIT_LOG_DIR, and kit_wait applies the service rule: the job ends when its non-service commands
+# end (or one fails, or a service dies early); remaining services are then stopped.
+PRELUDE = r"""set -o pipefail
+kit_pids=(); declare -A kit_name=() kit_service=()
+kit_start() {  # NAME SERVICE(0|1) COMMAND
+  local log="$KIT_LOG_DIR/${KIT_LOG_PREFIX:-}$1.log"
+  setsid -w bash -c "$3" > >(tee -a "$log") 2>&1 </dev/null &
+  kit_name[$!]=$1; kit_service[$!]=$2; kit_pids+=($!)
+}
+kit_stop() {
+  local p
+  for p in "${kit_pids[@]}"; do kill -TERM -- "-$p" 2>/dev/null || kill -TERM "$p" 2>/dev/null; done
+}
+kit_wait() {
+  local mains=0 rc=0 p r
+  for p in "${kit_pids[@]}"; do [ "${kit_service[$p]}" = 0 ] && mains=$((mains + 1)); done
+  [ "$mains" = 0 ] && mains=${#kit_pids[@]} && for p in "${kit_pids[@]}"; do kit_service[$p]=0; done
+  while [ "$mains" -gt 0 ]; do
+    p=; wait -n -p p "${kit_pids[@]}"; r=$?
+    [ -n "$p" ] || break
+    if [ "${kit_service[$p]}" = 1 ]; then
+      echo "kit: service '${kit_name[$p]}' exited with code $r before the other commands ended" >&2
+      rc=$((r ? r : 1)); break
+    fi
+    mains=$((mains - 1))
+    if [ "$r" != 0 ]; then echo "kit: command '${kit_name[$p]}' failed with exit code $r" >&2; rc=$r; break; fi
+  done
+  kit_stop; wait 2>/dev/null
+  kit_pids=(); kit_name=(); kit_service=()
+  return $rc
+}"""
+
+
+@dataclass(frozen=True)
+class ScriptContext:
+    """What a script needs to know about where it runs."""
+
+    executor: str  # none | local | slurm
+    expname: str
+    code_dir: str
+    log_dir: str
+
+
+def resolve_ports(jobs: list[Job], exclusive_base: int = 5000) -> dict[int, int]:
+    """A port for every command that asks for one, keyed by id(command): a fixed number stays, `auto`
+    is a free port on this host (or 5000+i when the allocation is exclusive, so nothing else can take it)."""
+    ports: dict[int, int] = {}
+    for job in jobs:
+        for group in job.groups:
+            for i, command in enumerate(group.commands):
+                if command.port == AUTO_PORT:
+                    ports[id(command)] = exclusive_base + i if group.hardware.exclusive else _free_port()
+                elif command.port is not None:
+                    ports[id(command)] = int(command.port)
+    return ports
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def endpoints(command: Command, job: Job, ctx: ScriptContext, ports: dict[int, int]) -> dict[str, Endpoint]:
+    """The resolved `refs` of a command: same group or not on Slurm → 127.0.0.1 or the other group's first host."""
+    group_of = {id(c): gi for gi, g in enumerate(job.groups) for c in g.commands}
+    mine = group_of[id(command)]
+    out = {}
+    for ref_name, target in command.refs.items():
+        if id(target) not in group_of:
+            raise UserError(
+                f"job '{job.name}': command '{command.name}' refers to '{target.name}', which is not in the same job; "
+                "references work within one job only."
+            )
+        theirs = group_of[id(target)]
+        host = f"${{{HET_HOST_VAR}_{theirs}}}" if ctx.executor == "slurm" and theirs != mine else "127.0.0.1"
+        out[ref_name] = Endpoint(host=host, port=ports[id(target)])
+    return out
+
+
+def command_text(command: Command, job: Job, ctx: ScriptContext, ports: dict[int, int]) -> str:
+    refs = endpoints(command, job, ctx, ports)
+    text = command.command if isinstance(command.command, str) else command.command(refs)
+    if not isinstance(text, str) or not text.strip():
+        raise UserError(f"job '{job.name}': command '{command.name}' built an empty command; check its builder.")
+    exports = [f"export {k}={shlex.quote(str(v))}" for k, v in command.env.items()]
+    if id(command) in ports:
+        exports.append(f"export KIT_PORT={ports[id(command)]}")
+    return "\n".join([*exports, text])
+
+
+def _header(job: Job, ctx: ScriptContext) -> list[str]:
+    return [
+        "#!/bin/bash",
+        f"# kit job '{job.name}' of experiment '{ctx.expname}'",
+        PRELUDE,
+        f"export KIT_EXPNAME={shlex.quote(ctx.expname)} KIT_JOB={shlex.quote(job.name)}",
+        f"export KIT_CODE_DIR={shlex.quote(ctx.code_dir)} KIT_LOG_DIR={shlex.quote(ctx.log_dir)}",
+        'export PYTHONPATH="$KIT_CODE_DIR${PYTHONPATH:+:$PYTHONPATH}"',
+        'mkdir -p "$KIT_LOG_DIR" && cd "$KIT_CODE_DIR" || exit 1',
+    ]
+
+
+def _start_lines(job: Job, group_indices: list[int], ctx: ScriptContext, ports: dict[int, int]) -> list[str]:
+    lines = []
+    for gi in group_indices:
+        for command in job.groups[gi].commands:
+            text = command_text(command, job, ctx, ports)
+            lines.append(f"kit_start {command.name} {int(command.service)} {shlex.quote(text)}")
+    return lines
+
+
+def _unit_runner(job: Job, starts: list[str]) -> list[str]:
+    """`kit_unit`: run one unit (all commands, service rule) and leave its exit code in the unit's .rc file."""
+    prefix = f"{job.name}-unit$KIT_UNIT-" if job.array_size else f"{job.name}-"
+    rc_file = f'"$KIT_LOG_DIR/{job.name}.units/$KIT_UNIT.rc"' if job.array_size else ""
+    lines = ["kit_unit() {", f'  export KIT_LOG_PREFIX="{prefix}"']
+    lines += [f"  {s}" for s in starts]
+    lines += ["  kit_wait; local rc=$?"]
+    if rc_file:
+        lines += [
+            f'  mkdir -p "$KIT_LOG_DIR/{job.name}.units"',
+            f"  echo $rc > {rc_file}.tmp && mv -f {rc_file}.tmp {rc_file}",
+        ]
+    lines += ["  return $rc", "}"]
+    return lines
+
+
+def slurm_group_script(job: Job, group_index: int, ctx: ScriptContext, ports: dict[int, int]) -> str:
+    """The script srun runs for one group of a Slurm job; an array element takes its unit from SLURM_ARRAY_TASK_ID."""
+    lines = _header(job, ctx)
+    lines += _unit_runner(job, _start_lines(job, [group_index], ctx, ports))
+    lines += ["export KIT_UNIT=${SLURM_ARRAY_TASK_ID:-0}", "kit_unit"]
+    return "\n".join(lines) + "\n"
+
+
+def local_job_script(job: Job, ctx: ScriptContext, ports: dict[int, int]) -> str:
+    """The script for `none`/`local`: every group of the job runs at once on this host; array units run in turn."""
+    lines = _header(job, ctx)
+    lines += _unit_runner(job, _start_lines(job, list(range(len(job.groups))), ctx, ports))
+    if job.array_size:
+        lines += [
+            "failed=0",
+            f"for KIT_UNIT in $(seq 0 {job.array_size - 1}); do",
+            "  export KIT_UNIT",
+            "  kit_unit || failed=$((failed + 1))",
+            "done",
+            f'[ "$failed" = 0 ] || echo "kit: $failed of {job.array_size} units failed" >&2',
+            "rc=$((failed ? 1 : 0))",
+        ]
+    else:
+        lines += ["export KIT_UNIT=0", "kit_unit; rc=$?"]
+    # the job's outcome, read by `kit status` (nemo-run's local status can lag behind)
+    rc_file = f'"$KIT_LOG_DIR/{job.name}.rc"'
+    lines += [f"echo $rc > {rc_file}.tmp && mv -f {rc_file}.tmp {rc_file}", "exit $rc"]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,96 @@
+"""Shared fixtures: a throwaway user git repo, cluster configs written per test, and a `kit` runner that runs the
+real console script in a subprocess (exit codes and stderr are part of the contract)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+BIN = Path(sys.executable).parent
+SERVICES_ENV = Path(os.environ.get("KIT_TEST_SERVICES", "/tmp/kit-services")) / "services.env"
+
+
+@dataclass
+class Result:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def load_services_env() -> dict[str, str]:
+    """The variables services.env exports (SLURM_CONF, DOCKER_HOST, KIT_TEST_SSH_*)."""
+    if not SERVICES_ENV.exists():
+        return {}
+    out = subprocess.run(["bash", "-c", f"source {SERVICES_ENV} && env -0"], capture_output=True, text=True, check=True)
+    env = dict(line.split("=", 1) for line in out.stdout.split("\0") if "=" in line)
+    return {k: v for k, v in env.items() if k.startswith(("SLURM_", "DOCKER_", "KIT_TEST_"))}
+
+
+SERVICES = load_services_env()
+
+
+def need(service_var: str, what: str) -> None:
+    if service_var not in SERVICES:
+        if os.environ.get("KIT_TEST_REQUIRE_SERVICES") == "1":
+            pytest.fail(f"{what} is not up ({SERVICES_ENV} has no {service_var}); run tests/services/up.sh")
+        pytest.skip(f"{what} is not up; run tests/services/up.sh")
+
+
+@pytest.fixture
+def user_repo(tmp_path: Path) -> Path:
+    """A committed git repo, like a researcher's project, that `kit` packages."""
+    repo = tmp_path / "proj"
+    repo.mkdir()
+    (repo / "hello.py").write_text("print('hello from the packaged repo')\n")
+    git(repo, "init", "-q")
+    git(repo, "add", ".")
+    git(repo, "commit", "-q", "-m", "init")
+    return repo
+
+
+def git(repo: Path, *args: str) -> None:
+    subprocess.run(["git", "-c", "user.email=t@t", "-c", "user.name=t", "-C", str(repo), *args], check=True)
+
+
+@pytest.fixture
+def configs(tmp_path: Path):
+    """write(name, yaml_text) -> the config dir; job_dir defaults to a per-test folder."""
+    d = tmp_path / "configs"
+    d.mkdir()
+    job_dir = tmp_path / "jobs"
+
+    def write(name: str, text: str) -> Path:
+        (d / f"{name}.yaml").write_text(textwrap.dedent(text).replace("JOB_DIR", str(job_dir)))
+        return d
+
+    write.dir = d
+    write.job_dir = job_dir
+    return write
+
+
+@pytest.fixture
+def kit(tmp_path: Path, user_repo: Path):
+    """kit(*args, cwd=user_repo, env=None, timeout=300) -> Result"""
+    home = tmp_path / "home"
+    home.mkdir()
+
+    def run(*args: str, cwd: Path | None = None, env: dict | None = None, timeout: int = 300) -> Result:
+        full_env = {**os.environ, **SERVICES, "KIT_HOME": str(home / ".kit"), **(env or {})}
+        full_env["PATH"] = f"{BIN}{os.pathsep}{full_env['PATH']}"
+        proc = subprocess.run(
+            [str(BIN / "kit"), *args],
+            cwd=cwd or user_repo,
+            env=full_env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        return Result(proc.returncode, proc.stdout, proc.stderr)
+
+    return run

@@ -1,0 +1,119 @@
+"""Every user mistake is one line on stderr that names the file/key/flag, exit 2, no traceback."""
+
+from __future__ import annotations
+
+import pytest
+
+GOOD = "executor: none\njob_dir: JOB_DIR\n"
+
+CONFIG_CASES = [
+    (
+        "unknown key with suggestion",
+        GOOD + "job_dirr: /x\n",
+        ["unknown key 'job_dirr'", "Did you mean 'job_dir'"],
+    ),
+    (
+        "unknown executor",
+        "executor: slrum\njob_dir: JOB_DIR\n",
+        ["'executor'", "slrum", "Did you mean 'slurm'"],
+    ),
+    ("missing executor", "job_dir: JOB_DIR\n", ["required key 'executor'"]),
+    ("relative job_dir", "executor: none\njob_dir: jobs/here\n", ["'job_dir'", "relative", "absolute"]),
+    ("job_dir with /nemo_run", "executor: none\njob_dir: /tmp/x/nemo_run/y\n", ["'job_dir'", "/nemo_run"]),
+    ("mounts not a list", GOOD + "mounts: /a:/b\n", ["'mounts'", "a list of strings"]),
+    ("containers not a mapping", GOOD + "containers: [a, b]\n", ["'containers'", "mapping"]),
+    (
+        "missing mount source",
+        GOOD + "mounts: ['/no/such/dir/kit:/data']\n",
+        ["/no/such/dir/kit", "does not exist"],
+    ),
+    ("mount without dst", GOOD + "mounts: ['/tmp']\n", ["'/tmp'", "src:dst"]),
+    ("unset ${VAR}", "executor: none\njob_dir: ${KIT_NO_SUCH_VAR}/jobs\n", ["KIT_NO_SUCH_VAR", "not set"]),
+    (
+        "missing required env var",
+        GOOD + "required_env_vars: [KIT_NO_SUCH_TOKEN]\n",
+        ["KIT_NO_SUCH_TOKEN", "export"],
+    ),
+    (
+        "env var from environment unset",
+        GOOD + "env_vars: [KIT_NO_SUCH_ENV]\n",
+        ["KIT_NO_SUCH_ENV", "not set"],
+    ),
+    (
+        "ssh_tunnel unknown key",
+        "executor: slurm\njob_dir: JOB_DIR\nssh_tunnel: {host: h, user: u, job_dir: /r, prot: 2}\n",
+        ["ssh_tunnel.prot", "Did you mean 'port'"],
+    ),
+    (
+        "ssh_tunnel port not int",
+        "executor: slurm\njob_dir: JOB_DIR\nssh_tunnel: {host: h, user: u, job_dir: /r, port: x}\n",
+        ["ssh_tunnel.port", "an integer"],
+    ),
+    (
+        "bad timeout",
+        "executor: slurm\njob_dir: JOB_DIR\ndefault_timeout: soon\n",
+        ["default_timeout", "04:00:00"],
+    ),
+    ("bad dependency_type", GOOD + "dependency_type: afterwards\n", ["dependency_type", "afterany"]),
+    ("invalid yaml", "executor: none\njob_dir: [unclosed\n", ["not valid YAML"]),
+]
+
+
+def one_error_line(res) -> str:
+    assert res.returncode == 2, (res.returncode, res.stdout, res.stderr)
+    lines = [line for line in res.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, res.stderr
+    assert "Traceback" not in res.stderr
+    assert lines[0].startswith("kit: error: ")
+    return lines[0]
+
+
+@pytest.mark.parametrize("name,text,needles", CONFIG_CASES, ids=[c[0] for c in CONFIG_CASES])
+def test_bad_cluster_config(kit, configs, name, text, needles):
+    d = configs("bad", text)
+    res = kit("run_cmd", "--cluster=bad", f"--config_dir={d}", "--command=echo hi", "--dry_run")
+    line = one_error_line(res)
+    assert str(d / "bad.yaml") in line
+    for needle in needles:
+        assert needle in line, line
+
+
+FLAG_CASES = [
+    (["--command=echo", "--sbatch_kwargs={not json"], ["--sbatch_kwargs", "JSON"]),
+    (["--command=echo", "--sbatch_kwargs=[1]"], ["--sbatch_kwargs", "object"]),
+    (["--command=echo", "--log_dirr=/tmp/x"], ["--log_dirr", "Did you mean 'log_dir'"]),
+    (["--command=echo", "stray"], ["'stray'", "++key=value"]),
+    (["--command="], ["--command is empty"]),
+    (["--command=echo", "--num_gpus=-1"], ["--num_gpus"]),
+    (["--command=echo", "--cluster=nosuchcluster"], ["nosuchcluster", "kit setup"]),
+    (["--command=echo", "--cluster=/no/such/file.yaml"], ["/no/such/file.yaml", "no such file"]),
+    (["--command=echo", "--mount_paths=relative"], ["--mount_paths", "relative"]),
+    (["--command=echo", "--dependent_jobs=-2"], ["--dependent_jobs"]),
+    (["--command=echo", "--log_dir=rel/logs"], ["--log_dir", "relative"]),
+    (["--command=echo", "--num_nodes=abc"], ["num_nodes"]),
+]
+
+
+@pytest.mark.parametrize("args,needles", FLAG_CASES, ids=[" ".join(c[0]) for c in FLAG_CASES])
+def test_bad_flags(kit, configs, args, needles):
+    d = configs("good", GOOD)
+    res = kit("run_cmd", "--cluster=good", f"--config_dir={d}", "--dry_run", *args)
+    line = one_error_line(res)
+    for needle in needles:
+        assert needle in line, line
+
+
+def test_unknown_experiment_status(kit, configs):
+    d = configs("good", GOOD)
+    line = one_error_line(kit("status", "--cluster=good", f"--config_dir={d}", "never-ran"))
+    assert "never-ran" in line
+
+
+def test_uncommitted_changes_named(kit, configs, user_repo):
+    d = configs("good", GOOD)
+    (user_repo / "hello.py").write_text("print('edited')\n")
+    line = one_error_line(kit("run_cmd", "--cluster=good", f"--config_dir={d}", "--command=echo"))
+    assert "hello.py" in line and "--allow_uncommitted" in line
+    res = kit("run_cmd", "--cluster=good", f"--config_dir={d}", "--command=cat hello.py", "--allow_uncommitted")
+    assert res.returncode == 0, res.stderr
+    assert "hello from the packaged repo" in res.stdout  # the committed version ran, not the edit
