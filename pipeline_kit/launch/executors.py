@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import types
 from pathlib import Path
 from types import ModuleType
 
@@ -132,15 +133,14 @@ def slurm_executor(
         else run.LocalTunnel(job_dir="")
     )
     het_hosts = " ".join(f"{HET_HOST_VAR}_{i}" for i in range(len(job.groups)))
-    from pipeline_kit.launch.kit_slurm_executor import KitSlurmExecutor
-
-    executor = KitSlurmExecutor(
+    executor = run.SlurmExecutor(
         account=cluster.account or "",
         partition=partition,
         time=time_limit or "00:10:00",
         nodes=group.num_nodes,
         ntasks_per_node=group.num_tasks,
-        gpus_per_node=group.num_gpus or None,
+        # a het component without GPUs must say 0: nemo-run writes None as `--gpus-per-node=None`, which sbatch rejects
+        gpus_per_node=group.num_gpus or (0 if heterogeneous else None),
         array=array,
         additional_parameters=extra,
         container_image=container,
@@ -155,8 +155,19 @@ def slurm_executor(
         setup_lines=f"export {het_hosts}" if heterogeneous else None,
         wait_time_for_group_job=0,
         monitor_group_job_wait_time=1,
-        external_job_ids=list(external_deps),
         # nemo-run writes --dependency only when this list is non-empty; it is replaced by in-pipeline handles.
         dependencies=[f"slurm_tunnel://nemo_run/{i}" for i in external_deps],
     )
+    if external_deps:
+        # nemo-run overwrites `dependencies` with in-pipeline handles at launch, dropping other experiments' jobs;
+        # this instance's parse_deps adds them back (nemo-run keys schedulers by exact class, so no subclass).
+        executor.parse_deps = types.MethodType(_deps_plus(list(external_deps)), executor)
     return executor
+
+
+def _deps_plus(external: list[str]):
+    def parse_deps(self) -> list[str]:
+        own = [d.partition("://")[2].split("/")[1] for d in self.dependencies]
+        return list(dict.fromkeys([*own, *external]))
+
+    return parse_deps

@@ -85,7 +85,11 @@ def _slurm_status(cluster: ClusterConfig, job: JobRecord, rows: dict[str, str]) 
             unit = k.split("_", 1)[1] if "_" in k else ""
             if unit.isdigit() and v in ("FAILED", "CANCELLED"):
                 failed[int(unit)] = v
-        return JobStatus(job.name, combine(list(mine.values())), failed)
+        states = list(mine.values())
+        seen = sum(1 for k in mine if k.partition("_")[2].isdigit())
+        if seen < job.array_size and "PENDING" not in states:
+            states.append("RUNNING")  # accounting lags behind: units not listed yet are still to come
+        return JobStatus(job.name, combine(states), failed)
     if f"{base}+0" in mine:  # het job: the batch script (and so the job's outcome) lives in component 0
         return JobStatus(job.name, mine[f"{base}+0"])
     return JobStatus(job.name, combine(list(mine.values())))

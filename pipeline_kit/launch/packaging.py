@@ -121,5 +121,6 @@ def _upload(cluster: ClusterConfig, local: str, remote: str) -> None:
     if remote_run(cluster, f"test -d {remote}", check=False).returncode == 0:
         return
     tmp = f"{remote}.tmp{os.getpid()}"
+    remote_run(cluster, f"mkdir -p {os.path.dirname(remote)}")
     rsync_to(cluster, local + "/", tmp + "/")
     remote_run(cluster, f"mv -T {tmp} {remote} 2>/dev/null || rm -rf {tmp}")

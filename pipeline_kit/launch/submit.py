@@ -111,7 +111,8 @@ class Submission:
                 records.JobRecord(j.name, t.id, [g.name for g in j.groups], j.array_size)
                 for j, t in zip(self.jobs, exp.jobs, strict=True)
             ]
-            records.save_record(p.cluster, record)
+            if p.cluster.executor != "slurm":  # a local run is visible to `kit status` while it runs
+                records.save_record(p.cluster, record)
             exp.run(detach=p.cluster.executor == "slurm", tail_logs=False)
             for rec, task in zip(record.jobs, exp.jobs, strict=True):
                 handle = task.handle if hasattr(task, "handle") else task.handles[0]

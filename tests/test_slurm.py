@@ -1,0 +1,184 @@
+"""Jobs on the real local Slurm cluster (tests/services/slurm_up.sh): GPUs, het jobs with references,
+dependency chains, arrays, --run_after across invocations, every state in `kit status`, the SSH tunnel."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import SERVICES, git, need
+
+pytestmark = pytest.mark.slurm
+
+
+@pytest.fixture
+def slurm(configs):
+    need("SLURM_CONF", "the local Slurm cluster")
+    d = configs("slurm", "executor: slurm\njob_dir: JOB_DIR\naccount: root\npartition: debug\n")
+    return ["--cluster=slurm", f"--config_dir={d}"]
+
+
+def status_lines(kit, slurm, expname) -> dict[str, str]:
+    res = kit("status", *slurm, expname)
+    assert res.returncode == 0, res.stderr
+    return dict(line.split(" ", 1) for line in res.stdout.splitlines())
+
+
+def wait_states(kit, slurm, expname, done=("SUCCEEDED", "FAILED", "CANCELLED"), timeout=90) -> dict[str, str]:
+    deadline = time.time() + timeout
+    while True:
+        states = status_lines(kit, slurm, expname)
+        if all(s in done for s in states.values()) or time.time() > deadline:
+            return states
+        time.sleep(0.5)
+
+
+def test_gpu_job_sees_requested_gpus(kit, slurm):
+    res = kit(
+        "run_cmd",
+        *slurm,
+        "--expname=gpu",
+        "--num_gpus=3",
+        "--wait",
+        "--command=echo CUDA=$CUDA_VISIBLE_DEVICES; cat hello.py",
+    )
+    assert res.returncode == 0, res.stdout + res.stderr
+    logs = kit("logs", *slurm, "gpu").stdout
+    assert "CUDA=0,1,2" in logs
+    assert "print('hello from the packaged repo')" in logs  # the job ran in the packed code folder
+
+
+def test_het_job_client_reaches_server_through_reference(kit, slurm, user_repo, tmp_path):
+    script = user_repo / "het.py"
+    script.write_text(
+        textwrap.dedent(f"""
+        import sys
+        from pipeline_kit.cluster import load_cluster_config
+        from pipeline_kit.pipeline import AUTO_PORT, Command, CommandGroup, HardwareConfig, Job, Pipeline
+
+        def client_cmd(refs):
+            url = f"http://{{refs['server'].address}}/"
+            return ("python3 -c \\"import time, urllib.request\\n"
+                    "for _ in range(100):\\n"
+                    "    try:\\n"
+                    f"        print('client got', urllib.request.urlopen('{{url}}', timeout=2).status, 'from {{url}}'); break\\n"
+                    "    except OSError: time.sleep(0.1)\\n"
+                    "else: raise SystemExit('no server')\\"")
+
+        if __name__ == "__main__":
+            cluster = load_cluster_config("slurm", sys.argv[1])
+            server = Command("echo server on $SLURMD_NODENAME; exec python3 -m http.server $KIT_PORT",
+                             name="server", port=AUTO_PORT, service=True, num_gpus=2)
+            client = Command(client_cmd, name="client", refs={{"server": server}})
+            job = Job("het", groups=[CommandGroup([server], HardwareConfig(num_gpus=2), name="srv"),
+                                     CommandGroup([client], name="cli")])
+            result = Pipeline("het", cluster, [job]).run(wait=True)
+            print("STATES", result.states)
+            sys.exit(0 if result.ok else 1)
+    """)
+    )
+    git(user_repo, "add", ".")
+    git(user_repo, "commit", "-q", "-m", "het")
+    env = {**os.environ, **SERVICES, "KIT_HOME": str(tmp_path / "kh")}
+    proc = subprocess.run(
+        [sys.executable, "het.py", slurm[1].split("=", 1)[1]],
+        cwd=user_repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    logs = kit("logs", *slurm, "het").stdout
+    assert "client got 200 from http://node" in logs, logs  # group 1 used group 0's host, not localhost
+    assert "server on node1" in logs
+
+
+def test_afterok_chain_cancels_dependents_of_a_failure(kit, slurm):
+    res = kit("run_cmd", *slurm, "--expname=chain", "--dependent_jobs=2", "--command=exit 3", "--wait")
+    assert res.returncode == 1
+    states = wait_states(kit, slurm, "chain")
+    # afterany (the default) runs every copy after the previous one ends, failed or not
+    assert states == {"chain": "FAILED", "chain-dep1": "FAILED", "chain-dep2": "FAILED"}, states
+
+
+def test_dependent_jobs_afterok(kit, slurm, configs):
+    d = configs("slurm_ok", "executor: slurm\njob_dir: JOB_DIR\naccount: root\ndependency_type: afterok\n")
+    args = ["--cluster=slurm_ok", f"--config_dir={d}"]
+    res = kit("run_cmd", *args, "--expname=okchain", "--dependent_jobs=2", "--command=exit 3")
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.count("slurm job") == 3
+    states = wait_states(kit, args, "okchain")
+    assert states == {"okchain": "FAILED", "okchain-dep1": "CANCELLED", "okchain-dep2": "CANCELLED"}, states
+    res = kit("run_cmd", *args, "--expname=okchain2", "--dependent_jobs=2", "--command=echo ok", "--wait")
+    assert res.returncode == 0
+    assert wait_states(kit, args, "okchain2") == {f"okchain2{s}": "SUCCEEDED" for s in ("", "-dep1", "-dep2")}
+
+
+def test_array_of_8_units_each_runs_once(kit, slurm, tmp_path):
+    out = tmp_path / "units"
+    out.mkdir()
+    res = kit(
+        "run_cmd",
+        *slurm,
+        "--expname=arr",
+        "--array_size=8",
+        "--wait",
+        f"--command=echo $KIT_UNIT >> {out}/$KIT_UNIT.txt; [ $KIT_UNIT != 5 ]",
+    )
+    assert res.returncode == 1
+    assert sorted(int(p.stem) for p in out.iterdir()) == list(range(8))
+    assert all(p.read_text() == f"{p.stem}\n" for p in out.iterdir())  # once each, own index
+    states = status_lines(kit, slurm, "arr")
+    assert states == {"arr": "FAILED", "arr[5]": "FAILED"}, states
+
+
+def test_run_after_across_invocations_and_every_state(kit, slurm, tmp_path):
+    marker = tmp_path / "first_done"
+    res = kit("run_cmd", *slurm, "--expname=first", f"--command=sleep 15; touch {marker}")
+    assert res.returncode == 0, res.stderr
+    res = kit("run_cmd", *slurm, "--expname=second", "--run_after=first", f"--command=test -e {marker}")
+    assert res.returncode == 0, res.stderr
+    assert status_lines(kit, slurm, "second") == {"second": "PENDING"}
+    deadline = time.time() + 30
+    while status_lines(kit, slurm, "first")["first"] != "RUNNING" and time.time() < deadline:
+        time.sleep(0.2)
+    assert status_lines(kit, slurm, "first") == {"first": "RUNNING"}
+    assert wait_states(kit, slurm, "second") == {"second": "SUCCEEDED"}  # it saw the file, so it ran after
+    res = kit("run_cmd", *slurm, "--expname=long", "--command=sleep 300")
+    assert res.returncode == 0
+    assert kit("cancel", *slurm, "long").returncode == 0
+    assert wait_states(kit, slurm, "long") == {"long": "CANCELLED"}
+
+
+def test_ssh_tunnel_runs_job_and_fetches_log(kit, configs, tmp_path):
+    need("KIT_TEST_SSH_KEY", "the loopback sshd")
+    remote = tmp_path / "remote_jobs"
+    d = configs(
+        "viassh",
+        f"""
+        executor: slurm
+        job_dir: JOB_DIR
+        account: root
+        ssh_tunnel:
+          host: 127.0.0.1
+          user: root
+          port: {SERVICES["KIT_TEST_SSH_PORT"]}
+          identity: {SERVICES["KIT_TEST_SSH_KEY"]}
+          job_dir: {remote}
+    """,
+    )
+    args = ["--cluster=viassh", f"--config_dir={d}"]
+    res = kit(
+        "run_cmd", *args, "--expname=tunnel", "--wait", "--command=echo via ssh on $SLURMD_NODENAME; cat hello.py"
+    )
+    assert res.returncode == 0, res.stdout + res.stderr
+    logs = kit("logs", *args, "tunnel")
+    assert "via ssh on node" in logs.stdout and "hello from the packaged repo" in logs.stdout, logs.stdout
+    assert str(remote) in logs.stdout  # the logs were read on the cluster side
