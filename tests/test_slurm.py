@@ -8,10 +8,8 @@ import subprocess
 import sys
 import textwrap
 import time
-from pathlib import Path
 
 import pytest
-
 from conftest import SERVICES, git, need
 
 pytestmark = pytest.mark.slurm
@@ -57,17 +55,17 @@ def test_gpu_job_sees_requested_gpus(kit, slurm):
 def test_het_job_client_reaches_server_through_reference(kit, slurm, user_repo, tmp_path):
     script = user_repo / "het.py"
     script.write_text(
-        textwrap.dedent(f"""
+        textwrap.dedent("""
         import sys
         from pipeline_kit.cluster import load_cluster_config
         from pipeline_kit.pipeline import AUTO_PORT, Command, CommandGroup, HardwareConfig, Job, Pipeline
 
         def client_cmd(refs):
-            url = f"http://{{refs['server'].address}}/"
+            url = f"http://{refs['server'].address}/"
             return ("python3 -c \\"import time, urllib.request\\n"
                     "for _ in range(100):\\n"
                     "    try:\\n"
-                    f"        print('client got', urllib.request.urlopen('{{url}}', timeout=2).status, 'from {{url}}'); break\\n"
+                    f"        print('client got', urllib.request.urlopen('{url}', timeout=2).status, 'from {url}'); break\\n"
                     "    except OSError: time.sleep(0.1)\\n"
                     "else: raise SystemExit('no server')\\"")
 
@@ -75,7 +73,7 @@ def test_het_job_client_reaches_server_through_reference(kit, slurm, user_repo, 
             cluster = load_cluster_config("slurm", sys.argv[1])
             server = Command("echo server on $SLURMD_NODENAME; exec python3 -m http.server $KIT_PORT",
                              name="server", port=AUTO_PORT, service=True, num_gpus=2)
-            client = Command(client_cmd, name="client", refs={{"server": server}})
+            client = Command(client_cmd, name="client", refs={"server": server})
             job = Job("het", groups=[CommandGroup([server], HardwareConfig(num_gpus=2), name="srv"),
                                      CommandGroup([client], name="cli")])
             result = Pipeline("het", cluster, [job]).run(wait=True)
