@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# tests/setup.sh - everything the test suite needs on a fresh Debian/Ubuntu machine (as root): apt deps, the
+# project venv (.venv), and the real services (Slurm + slurmdbd + sshd, dockerd), which stay up.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash tests/services/install_deps.sh
+if [ ! -x .venv/bin/python ]; then
+  python3 -m venv .venv || { apt-get install -y -q python3-venv >/dev/null && python3 -m venv .venv; }
+fi
+.venv/bin/pip install -q --disable-pip-version-check -e '.[test]'
+bash tests/services/up.sh
