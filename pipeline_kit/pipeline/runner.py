@@ -15,8 +15,6 @@ from pipeline_kit.launch.packaging import PackagedCode, package_code, plan_code
 from pipeline_kit.pipeline.model import Job
 from pipeline_kit.pipeline.render import resolve_ports
 
-FINAL_STATES = ("SUCCEEDED", "FAILED", "CANCELLED")
-
 
 @dataclass
 class RunResult:
