@@ -63,3 +63,42 @@ def test_dockerfile_container_is_built_and_run(kit, docker_cluster, user_repo):
     )
     assert res.returncode == 0, res.stdout + res.stderr
     assert "built by kit from kit-test-base:latest" in res.stdout and "image=kit" in res.stdout
+
+
+class RecordingDockerClient:
+    """Stands in for a dockerd on a GPU host (this machine has no GPUs): records the container request."""
+
+    def __init__(self):
+        self.calls = []
+        self.containers = self
+
+    def run(self, image, command, **kwargs):
+        self.calls.append((image, command, kwargs))
+
+
+def test_gpus_are_requested_from_docker_when_the_host_has_them(monkeypatch, tmp_path):
+    from pipeline_kit.cluster.config import build_cluster_config
+    from pipeline_kit.launch import executors
+    from pipeline_kit.launch.nemorun_env import import_nemo_run
+    from pipeline_kit.pipeline import Command, CommandGroup, Job
+
+    cluster = build_cluster_config(
+        {"executor": "local", "job_dir": str(tmp_path / "jobs"), "containers": {"base": "img:1"}}, "gpu.yaml"
+    )
+    run = import_nemo_run(cluster)
+    job = Job("train", groups=[CommandGroup([Command("nvidia-smi", num_gpus=2, container="base")])])
+    from nemo_run.core.execution.docker import DockerContainer
+
+    requests = {}
+    for has_gpus in (True, False):
+        monkeypatch.setattr(executors, "host_has_gpus", lambda has=has_gpus: has)
+        ex = executors.docker_executor(run, cluster, job, "/code", ["/logs"], [])
+        ex.experiment_id = "exp"
+        client = RecordingDockerClient()
+        DockerContainer(name="train", command=["true"], executor=ex, extra_env={}).run(client=client, id="x")
+        requests[has_gpus] = client.calls[0][2]
+    (gpu_request,) = requests[True]["device_requests"]
+    assert gpu_request["Count"] == 2 and gpu_request["Capabilities"] == [["compute", "utility"]]
+    assert requests[True]["network"] == "host"
+    assert "/code:/kit/code" in requests[True]["volumes"] and "/logs:/logs" in requests[True]["volumes"]
+    assert "device_requests" not in requests[False]  # no GPUs on the host: none asked for

@@ -4,6 +4,7 @@ dependency chains, arrays, --run_after across invocations, every state in `kit s
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -73,9 +74,11 @@ def test_het_job_client_reaches_server_through_reference(kit, slurm, user_repo, 
             cluster = load_cluster_config("slurm", sys.argv[1])
             server = Command("echo server on $SLURMD_NODENAME; exec python3 -m http.server $KIT_PORT",
                              name="server", port=AUTO_PORT, service=True, num_gpus=2)
-            client = Command(client_cmd, name="client", refs={"server": server})
+            client = Command(lambda refs: "echo client partition=$SLURM_JOB_PARTITION; " + client_cmd(refs),
+                             name="client", refs={"server": server})
+            # each component keeps its own partition (nemo-run alone would give both the first one's)
             job = Job("het", groups=[CommandGroup([server], HardwareConfig(num_gpus=2), name="srv"),
-                                     CommandGroup([client], name="cli")])
+                                     CommandGroup([client], HardwareConfig(partition="cpu"), name="cli")])
             result = Pipeline("het", cluster, [job]).run(wait=True)
             print("STATES", result.states)
             sys.exit(0 if result.ok else 1)
@@ -96,6 +99,7 @@ def test_het_job_client_reaches_server_through_reference(kit, slurm, user_repo, 
     logs = kit("logs", *slurm, "het").stdout
     assert "client got 200 from http://node" in logs, logs  # group 1 used group 0's host, not localhost
     assert "server on node1" in logs
+    assert "client partition=cpu" in logs
 
 
 def test_afterok_chain_cancels_dependents_of_a_failure(kit, slurm):
@@ -141,14 +145,22 @@ def test_run_after_across_invocations_and_every_state(kit, slurm, tmp_path):
     marker = tmp_path / "first_done"
     res = kit("run_cmd", *slurm, "--expname=first", f"--command=sleep 15; touch {marker}")
     assert res.returncode == 0, res.stderr
-    res = kit("run_cmd", *slurm, "--expname=second", "--run_after=first", f"--command=test -e {marker}")
+    first_id = re.search(r"job first SUBMITTED \(slurm job (\d+)\)", res.stdout).group(1)
+    res = kit(
+        "run_cmd", *slurm, "--expname=second", "--run_after=first", "--dependent_jobs=1", f"--command=test -e {marker}"
+    )
     assert res.returncode == 0, res.stderr
-    assert status_lines(kit, slurm, "second") == {"second": "PENDING"}
+    second_id, dep1_id = re.findall(r"\(slurm job (\d+)\)", res.stdout)
+    # second-dep1 waits on second (same pipeline) AND on first (other experiment): nemo-run alone drops the latter
+    dependency = subprocess.run(["scontrol", "show", "job", dep1_id], capture_output=True, text=True).stdout
+    assert f"afterany:{second_id}" in dependency and f"afterany:{first_id}" in dependency, dependency
+    assert status_lines(kit, slurm, "second") == {"second": "PENDING", "second-dep1": "PENDING"}
     deadline = time.time() + 30
     while status_lines(kit, slurm, "first")["first"] != "RUNNING" and time.time() < deadline:
         time.sleep(0.2)
     assert status_lines(kit, slurm, "first") == {"first": "RUNNING"}
-    assert wait_states(kit, slurm, "second") == {"second": "SUCCEEDED"}  # it saw the file, so it ran after
+    # both saw the file, so they ran after
+    assert wait_states(kit, slurm, "second") == {"second": "SUCCEEDED", "second-dep1": "SUCCEEDED"}
     res = kit("run_cmd", *slurm, "--expname=long", "--command=sleep 300")
     assert res.returncode == 0
     assert kit("cancel", *slurm, "long").returncode == 0

@@ -12,6 +12,7 @@ from types import ModuleType
 from pipeline_kit.cluster import ClusterConfig
 from pipeline_kit.errors import UserError
 from pipeline_kit.launch.packaging import CONTAINER_CODE_DIR
+from pipeline_kit.launch.slurm_het import HET_FLAGS_ATTR
 from pipeline_kit.pipeline.model import CommandGroup, Job
 from pipeline_kit.pipeline.render import HET_HOST_VAR
 
@@ -25,8 +26,9 @@ def local_executor(run: ModuleType, cluster: ClusterConfig):
 
 
 def docker_executor(
-    run: ModuleType, cluster: ClusterConfig, job: Job, code_dir: str, log_dir: str, mount_paths: list[str]
+    run: ModuleType, cluster: ClusterConfig, job: Job, code_dir: str, log_dirs: list[str], mount_paths: list[str]
 ):
+    """`log_dirs`: this run's log folder, then those of experiments it runs after (their .rc files are read)."""
     key = job.groups[0].container
     if key is None:
         raise UserError(
@@ -35,7 +37,12 @@ def docker_executor(
         )
     image = resolve_image(cluster, key)
     gpus = max(g.num_gpus for g in job.groups)
-    volumes = [*cluster.mounts, *mount_paths, f"{code_dir}:{CONTAINER_CODE_DIR}", f"{log_dir}:{log_dir}"]
+    volumes = [
+        *cluster.mounts,
+        *mount_paths,
+        f"{code_dir}:{CONTAINER_CODE_DIR}",
+        *(f"{d}:{d}" for d in dict.fromkeys(log_dirs)),
+    ]
     return run.DockerExecutor(
         container_image=image,
         num_gpus=gpus if gpus and host_has_gpus() else None,  # GPUs are passed only when the host has them
@@ -107,12 +114,8 @@ def slurm_executor(
     mount_paths: list[str],
     external_deps: list[str],
 ):
-    hw = group.hardware
-    partition = hw.partition or cluster.partition
-    time_limit = hw.time_min or cluster.timeout_for(partition)
-    extra = {"kill-on-invalid-dep": "yes", **hw.sbatch_kwargs}
-    if hw.exclusive:
-        extra["exclusive"] = True
+    flags = component_flags(cluster, group)
+    extra = {k: v for k, v in flags.items() if k not in ("partition", "time")}
     array = None
     if job.array_size:
         array = f"0-{job.array_size - 1}" + (f"%{job.array_parallelism}" if job.array_parallelism else "")
@@ -135,8 +138,8 @@ def slurm_executor(
     het_hosts = " ".join(f"{HET_HOST_VAR}_{i}" for i in range(len(job.groups)))
     executor = run.SlurmExecutor(
         account=cluster.account or "",
-        partition=partition,
-        time=time_limit or "00:10:00",
+        partition=flags["partition"],
+        time=flags["time"],
         nodes=group.num_nodes,
         ntasks_per_node=group.num_tasks,
         # a het component without GPUs must say 0: nemo-run writes None as `--gpus-per-node=None`, which sbatch rejects
@@ -154,15 +157,34 @@ def slurm_executor(
         # nemo-run sets het_group_host_N in the batch shell but does not export it to srun steps.
         setup_lines=f"export {het_hosts}" if heterogeneous else None,
         wait_time_for_group_job=0,
+        poll_estimated_start_time=False,  # nemo-run would poll `squeue --start` per job in a thread; kit never reads it
         monitor_group_job_wait_time=1,
         # nemo-run writes --dependency only when this list is non-empty; it is replaced by in-pipeline handles.
         dependencies=[f"slurm_tunnel://nemo_run/{i}" for i in external_deps],
     )
+    return executor
+
+
+def component_flags(cluster: ClusterConfig, group: CommandGroup) -> dict:
+    """The sbatch flags that belong to one group (a het component): partition, time, --exclusive, extra args."""
+    hw = group.hardware
+    partition = hw.partition or cluster.partition
+    flags = {"partition": partition, "time": hw.time_min or cluster.timeout_for(partition) or "00:10:00"}
+    flags["kill-on-invalid-dep"] = "yes"  # an afterok dependent of a failed job is cancelled instead of hanging
+    if hw.exclusive:
+        flags["exclusive"] = True
+    return {**flags, **hw.sbatch_kwargs}
+
+
+def adjust_slurm_task(executor, job: Job, cluster: ClusterConfig, external_deps: list[str]) -> None:
+    """Fixes applied to the executor nemo-run keeps for a task (exp.add clones executors, dropping changes made
+    before it): per-component flags for a het job, and dependencies on other experiments' jobs."""
+    if len(job.groups) > 1:
+        setattr(executor, HET_FLAGS_ATTR, [component_flags(cluster, g) for g in job.groups])
     if external_deps:
         # nemo-run overwrites `dependencies` with in-pipeline handles at launch, dropping other experiments' jobs;
         # this instance's parse_deps adds them back (nemo-run keys schedulers by exact class, so no subclass).
         executor.parse_deps = types.MethodType(_deps_plus(list(external_deps)), executor)
-    return executor
 
 
 def _deps_plus(external: list[str]):

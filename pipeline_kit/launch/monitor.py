@@ -11,6 +11,7 @@ from pathlib import Path
 from pipeline_kit.cluster import ClusterConfig
 from pipeline_kit.launch.records import ExperimentRecord, JobRecord
 from pipeline_kit.launch.remote import remote_run
+from pipeline_kit.pipeline.render import CANCELLED_RC
 
 FINAL = ("SUCCEEDED", "FAILED", "CANCELLED")
 _SLURM = {
@@ -96,11 +97,13 @@ def _slurm_status(cluster: ClusterConfig, job: JobRecord, rows: dict[str, str]) 
 
 
 def local_outcome(record: ExperimentRecord, job: JobRecord) -> str | None:
-    """SUCCEEDED/FAILED from the .rc file a none/local job leaves when it ends; None while it has none."""
+    """SUCCEEDED/FAILED/CANCELLED from the .rc file a none/local job leaves when it ends; None while it has none."""
     try:
         rc = (Path(record.log_dir) / f"{job.name}.rc").read_text().strip()
     except OSError:
         return None
+    if rc == CANCELLED_RC:
+        return "CANCELLED"
     return "SUCCEEDED" if rc == "0" else "FAILED"
 
 
@@ -175,17 +178,17 @@ def cancel_experiment(cluster: ClusterConfig, record: ExperimentRecord) -> list[
 
 
 def log_files(cluster: ClusterConfig, record: ExperimentRecord) -> dict[str, list[str]]:
-    """Per job, the command logs kit wrote under the log dir (over ssh when the cluster is remote)."""
-    out: dict[str, list[str]] = {}
+    """Per job, the command logs kit wrote under <log dir>/<job>/ (over ssh when the cluster is remote)."""
     if cluster.ssh_tunnel:
-        listing = remote_run(cluster, f"ls -1 {shlex.quote(record.log_dir)} 2>/dev/null", check=False).stdout.split()
+        find = f"cd {shlex.quote(record.log_dir)} 2>/dev/null && find . -mindepth 2 -maxdepth 2 -name '*.log'"
+        listing = [p.removeprefix("./") for p in remote_run(cluster, find, check=False).stdout.split()]
     else:
-        d = Path(record.log_dir)
-        listing = sorted(p.name for p in d.iterdir()) if d.is_dir() else []
-    for job in record.jobs:
-        out[job.name] = [
-            f"{record.log_dir}/{n}" for n in sorted(listing) if n.startswith(f"{job.name}-") and n.endswith(".log")
-        ]
+        listing = [str(p.relative_to(record.log_dir)) for p in Path(record.log_dir).glob("*/*.log")]
+    out: dict[str, list[str]] = {job.name: [] for job in record.jobs}
+    for rel in sorted(listing):
+        job_name = rel.split("/", 1)[0]
+        if job_name in out:
+            out[job_name].append(f"{record.log_dir}/{rel}")
     return out
 
 

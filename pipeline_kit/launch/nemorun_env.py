@@ -23,9 +23,32 @@ def import_nemo_run(cluster: ClusterConfig) -> ModuleType:
     Path(home).mkdir(parents=True, exist_ok=True)
     if cluster.ssh_tunnel is not None:
         _prepare_ssh(cluster.ssh_tunnel, home)
+    _skip_lepton_sdk()
     import nemo_run
 
+    from pipeline_kit.launch import slurm_het
+
+    slurm_het.install(nemo_run)
     return nemo_run
+
+
+LEPTON_MODULE = "nemo_run.core.execution.lepton"
+
+
+def _skip_lepton_sdk() -> None:
+    # nemo-run imports the Lepton cloud SDK eagerly (1.2 s of its 2.7 s import) only to name LeptonExecutor in
+    # isinstance tuples; kit never uses Lepton, so a placeholder class stands in for that one module.
+    if "nemo_run" in sys.modules or LEPTON_MODULE in sys.modules:
+        return
+    placeholder = ModuleType(LEPTON_MODULE, "kit's stand-in: kit does not launch on Lepton")
+
+    class LeptonExecutor:
+        def __init__(self, *args, **kwargs):
+            raise RuntimeError("kit does not support nemo-run's LeptonExecutor")
+
+    LeptonExecutor.__module__ = LEPTON_MODULE
+    placeholder.LeptonExecutor = LeptonExecutor
+    sys.modules[LEPTON_MODULE] = placeholder
 
 
 def _prepare_ssh(tunnel: SshTunnelConfig, home: str) -> None:

@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass
 
 from pipeline_kit.launch import records
-from pipeline_kit.launch.executors import docker_executor, local_executor, slurm_executor
+from pipeline_kit.launch.executors import adjust_slurm_task, docker_executor, local_executor, slurm_executor
 from pipeline_kit.launch.nemorun_env import import_nemo_run
 from pipeline_kit.launch.packaging import CONTAINER_CODE_DIR, PackagedCode
 from pipeline_kit.pipeline.model import Job
@@ -24,7 +24,18 @@ class Submission:
     log_dir: str
     ports: dict[int, int]
     code: PackagedCode
-    external_ids: dict[str, list[str]]
+    external: dict[str, list[records.ExperimentRecord]]  # per job: the earlier experiments it runs after
+
+    def external_slurm_ids(self, job: Job) -> list[str]:
+        return [i for rec in self.external[job.name] for j in rec.jobs for i in j.slurm_ids]
+
+    def after_rc_files(self, job: Job) -> list[str]:
+        """The .rc files a none/local job waits for: its parents' in this pipeline, then earlier experiments'."""
+        own = [f"{self.log_dir}/{d.name}.rc" for d in job.after]
+        return own + [f"{rec.log_dir}/{j.name}.rc" for rec in self.external[job.name] for j in rec.jobs]
+
+    def dependency_type(self, job: Job) -> str:
+        return job.dependency_type or self.pipeline.cluster.dependency_type
 
     def _ctx(self, in_container: bool) -> ScriptContext:
         p = self.pipeline
@@ -43,14 +54,19 @@ class Submission:
                 slurm_group_script(job, gi, self._ctx(g.container is not None), self.ports)
                 for gi, g in enumerate(job.groups)
             ]
-        return [local_job_script(job, self._ctx(kind == "local"), self.ports)]
+        ctx = self._ctx(kind == "local")
+        return [local_job_script(job, ctx, self.ports, self.after_rc_files(job), self.dependency_type(job))]
 
     @contextlib.contextmanager
     def experiment(self):
         """The nemo-run Experiment with every job added (nemo-run only allows adding inside its context)."""
         p = self.pipeline
         run = import_nemo_run(p.cluster)
-        with run.Experiment(p.name, log_level="WARN", jobs=[]) as exp:
+        # kit prints its own summary: nemo-run's goodbye message costs ~1.7 s of syntax highlighting, its exit
+        # status one more scheduler query per job
+        with run.Experiment(
+            p.name, log_level="WARN", jobs=[], enable_goodbye_message=False, skip_status_at_exit=True
+        ) as exp:
             self._add_jobs(run, exp)
             yield exp
 
@@ -63,7 +79,8 @@ class Submission:
             if kind == "none":
                 exp.add(scripts[0], executor=local_executor(run, p.cluster), name=job.name, dependencies=deps)
             elif kind == "local":
-                ex = docker_executor(run, p.cluster, job, self.code.local_dir, self.log_dir, p.mount_paths)
+                log_dirs = [self.log_dir, *(rec.log_dir for rec in self.external[job.name])]
+                ex = docker_executor(run, p.cluster, job, self.code.local_dir, log_dirs, p.mount_paths)
                 exp.add(scripts[0], executor=ex, name=job.name, dependencies=deps)
             else:
                 het = len(job.groups) > 1
@@ -76,7 +93,7 @@ class Submission:
                         het,
                         self.code.cluster_dir,
                         p.mount_paths,
-                        self.external_ids[job.name],
+                        self.external_slurm_ids(job),
                     )
                     for g in job.groups
                 ]
@@ -84,6 +101,9 @@ class Submission:
                     exp.add(scripts, executor=executors, name=job.name, dependencies=deps)
                 else:
                     exp.add(scripts[0], executor=executors[0], name=job.name, dependencies=deps)
+                task = exp.jobs[-1]
+                kept = task.executors if het else task.executor  # a het group's executors are merged into one
+                adjust_slurm_task(kept, job, p.cluster, self.external_slurm_ids(job))
 
     def dry_run(self) -> str:
         out = io.StringIO()
@@ -94,6 +114,9 @@ class Submission:
             infos = getattr(task, "_dryrun_infos", None) or [task._dryrun_info]
             for info in infos:
                 out.write(_describe_request(info.request) + "\n")
+            deps = [f"<job {d.name}>" for d in job.after] + self.external_slurm_ids(job)
+            if self.pipeline.cluster.executor == "slurm" and deps:  # nemo-run adds it only when it calls sbatch
+                out.write(f"---- sbatch --dependency={self.dependency_type(job)}:{':'.join(deps)}\n")
             for i, script in enumerate(self.scripts(job)):
                 out.write(f"---- script {job.name}[{i}]\n{script}")
         return out.getvalue()

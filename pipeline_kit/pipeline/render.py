@@ -127,9 +127,10 @@ def _start_lines(job: Job, group_indices: list[int], ctx: ScriptContext, ports: 
 
 def _unit_runner(job: Job, starts: list[str]) -> list[str]:
     """`kit_unit`: run one unit (all commands, service rule) and leave its exit code in the unit's .rc file."""
-    prefix = f"{job.name}-unit$KIT_UNIT-" if job.array_size else f"{job.name}-"
+    # each job logs into its own folder (job and command names may both hold '-', so a flat prefix is ambiguous)
+    prefix = f"{job.name}/unit$KIT_UNIT-" if job.array_size else f"{job.name}/"
     rc_file = f'"$KIT_LOG_DIR/{job.name}.units/$KIT_UNIT.rc"' if job.array_size else ""
-    lines = ["kit_unit() {", f'  export KIT_LOG_PREFIX="{prefix}"']
+    lines = ["kit_unit() {", f'  export KIT_LOG_PREFIX="{prefix}"', f'  mkdir -p "$KIT_LOG_DIR/{job.name}"']
     lines += [f"  {s}" for s in starts]
     lines += ["  kit_wait; local rc=$?"]
     if rc_file:
@@ -149,9 +150,40 @@ def slurm_group_script(job: Job, group_index: int, ctx: ScriptContext, ports: di
     return "\n".join(lines) + "\n"
 
 
-def local_job_script(job: Job, ctx: ScriptContext, ports: dict[int, int]) -> str:
-    """The script for `none`/`local`: every group of the job runs at once on this host; array units run in turn."""
+CANCELLED_RC = "CANCELLED"  # what a job's .rc file holds when an afterok dependency failed and it did not run
+
+
+def _dependency_guard(job: Job, after_rc_files: list[str], dependency_type: str) -> list[str]:
+    """Slurm's dependency rule for none/local: wait for every parent's .rc file; under afterok, a parent that did
+    not succeed cancels this job (nemo-run's local runner starts dependents whatever the parent's outcome)."""
+    if not after_rc_files:
+        return []
+    files = " ".join(shlex.quote(f) for f in after_rc_files)
+    lines = [f'for f in {files}; do while [ ! -e "$f" ]; do sleep 1; done; done']
+    if dependency_type == "afterok":
+        rc_file = f'"$KIT_LOG_DIR/{job.name}.rc"'
+        lines += [
+            f"for f in {files}; do",
+            '  if [ "$(cat "$f")" != 0 ]; then',
+            f'    echo "kit: job \'{job.name}\' not run: afterok dependency $f ended with $(cat "$f")" >&2',
+            f"    echo {CANCELLED_RC} > {rc_file}.tmp && mv -f {rc_file}.tmp {rc_file}; exit 1",
+            "  fi",
+            "done",
+        ]
+    return lines
+
+
+def local_job_script(
+    job: Job,
+    ctx: ScriptContext,
+    ports: dict[int, int],
+    after_rc_files: list[str] = (),
+    dependency_type: str = "afterany",
+) -> str:
+    """The script for `none`/`local`: every group of the job runs at once on this host; array units run in turn.
+    `after_rc_files` are the .rc files of the jobs it depends on (this pipeline's and earlier experiments')."""
     lines = _header(job, ctx)
+    lines += _dependency_guard(job, list(after_rc_files), dependency_type)
     lines += _unit_runner(job, _start_lines(job, list(range(len(job.groups))), ctx, ports))
     if job.array_size:
         lines += [

@@ -77,12 +77,8 @@ class Pipeline:
             visit(job)
         return done
 
-    def _external_job_ids(self, job: Job) -> list[str]:
-        ids = []
-        for expname in job.run_after:
-            record = records.load_latest(self.cluster, expname)
-            ids += [i for j in record.jobs for i in j.slurm_ids]
-        return ids
+    def _external_records(self, job: Job) -> list[records.ExperimentRecord]:
+        return [records.load_latest(self.cluster, expname) for expname in job.run_after]
 
     def _cluster_root(self) -> str:
         return self.cluster.ssh_tunnel.job_dir if self.cluster.ssh_tunnel else self.cluster.job_dir
@@ -93,7 +89,7 @@ class Pipeline:
         jobs = self.ordered_jobs()
         run_id = time.strftime("%Y%m%d-%H%M%S") + f"-{os.getpid()}"
         log_dir = self.log_dir or f"{self._cluster_root()}/logs/{self.name}/{run_id}"
-        ext = {job.name: self._external_job_ids(job) for job in jobs}
+        ext = {job.name: self._external_records(job) for job in jobs}
         if dry_run:
             _, _, key = plan_code(self.cwd, self.allow_uncommitted)
             code = PackagedCode(key, f"{self.cluster.job_dir}/code/{key}", f"{self._cluster_root()}/code/{key}", True)

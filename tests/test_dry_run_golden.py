@@ -1,0 +1,139 @@
+"""`--dry_run` output against golden files in tests/golden/dry_run/: sbatch scripts, Docker specs and local
+process requests, plus kit's job scripts. Paths, ids, hashes and run ids are normalised; ports are explicit.
+Regenerate after an intended change with KIT_UPDATE_GOLDEN=1 and review the diff."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from conftest import git
+
+GOLDEN = Path(__file__).parent / "golden" / "dry_run"
+
+CONFIGS = {
+    "none": "executor: none\njob_dir: JOB_DIR\nenv_vars:\n  - KIT_GOLDEN=1\n",
+    "docker": (
+        "executor: local\njob_dir: JOB_DIR\ncontainers:\n  base: kit-test-base:latest\n"
+        "env_vars:\n  - KIT_GOLDEN=1\nmounts:\n  - MOUNT_SRC:/data\n"
+    ),
+    "slurm": (
+        "executor: slurm\njob_dir: JOB_DIR\naccount: acct\npartition: debug\ncpu_partition: cpu\n"
+        "timeouts:\n  cpu: '00:30:00'\ncontainers:\n  base: nvcr.io/example/base:1.0\njob_name_prefix: 'kit_'\n"
+    ),
+}
+
+CASES = {
+    "none_run_cmd": ["run_cmd", "--cluster=none", "--expname=hello", "--command=python3 hello.py", "++lr=0.5"],
+    "docker_run_cmd": [
+        "run_cmd",
+        "--cluster=docker",
+        "--expname=box",
+        "--container=base",
+        "--mount_paths=MOUNT_SRC:/extra",
+        "--command=ls /data /extra",
+    ],
+    "slurm_gpu_chain": [
+        "run_cmd",
+        "--cluster=slurm",
+        "--expname=train",
+        "--num_gpus=2",
+        "--num_nodes=2",
+        "--num_tasks=2",
+        "--dependent_jobs=1",
+        "--time_min=01:00:00",
+        '--sbatch_kwargs={"qos": "high"}',
+        "--command=python3 hello.py",
+    ],
+    "slurm_cpu_partition_container": [
+        "run_cmd",
+        "--cluster=slurm",
+        "--expname=prep",
+        "--partition=cpu",
+        "--container=base",
+        "--array_size=4",
+        "--command=echo unit $KIT_UNIT",
+    ],
+}
+
+# a generate-shaped pipeline through the Python API: a het job (server group + client group, explicit port) and
+# an array job that runs after it with afterok
+PIPELINE_SCRIPT = """
+import sys
+from pipeline_kit.cluster import load_cluster_config
+from pipeline_kit.pipeline import Command, CommandGroup, HardwareConfig, Job, Pipeline
+
+if __name__ == "__main__":
+    cluster = load_cluster_config("slurm", sys.argv[1])
+    server = Command("serve --port $KIT_PORT", name="server", port=8000, service=True, num_gpus=4)
+    client = Command(lambda refs: f"client --url http://{refs['server'].address}", name="client",
+                     refs={"server": server}, env={"SEED": "1"})
+    het = Job("gen", groups=[CommandGroup([server], HardwareConfig(num_gpus=4, exclusive=True), name="srv"),
+                             CommandGroup([client], HardwareConfig(partition="cpu"), name="cli")])
+    judge = Job("judge", groups=[CommandGroup([Command("judge --unit $KIT_UNIT", name="judge")], name="j")],
+                after=[het], array_size=8, array_parallelism=2, dependency_type="afterok")
+    print(Pipeline("gen", cluster, [het, judge]).run(dry_run=True).dry_run_text, end="")
+"""
+
+
+def normalise(text: str, tmp_path: Path) -> str:
+    text = text.replace(str(tmp_path), "<TMP>")
+    text = re.sub(r"\d{8}-\d{6}-\d+", "<RUN_ID>", text)  # kit's run id: time + pid
+    text = re.sub(r"(?<=_)\d{16,}", "<EXP_ID>", text)  # nemo-run's experiment id: time in ns
+    text = re.sub(r"(?<=-)\d{16,}", "<EXP_ID>", text)
+    text = re.sub(r"(?<=-)(?=[a-z0-9]*\d)[a-z0-9]{10,20}\b", "<APP_ID>", text)  # torchx's random app id suffix
+    text = re.sub(r"(?<=/code/)[0-9a-f]{16}", "<CODE_KEY>", text)  # packed code: named by the commit
+    return text
+
+
+def check_golden(name: str, text: str) -> None:
+    path = GOLDEN / f"{name}.txt"
+    if os.environ.get("KIT_UPDATE_GOLDEN") == "1":
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    assert path.exists(), f"{path} is missing; run with KIT_UPDATE_GOLDEN=1 to create it"
+    assert text == path.read_text(), f"dry run differs from {path}; if intended, regenerate with KIT_UPDATE_GOLDEN=1"
+
+
+@pytest.fixture
+def golden_configs(configs, tmp_path):
+    src = tmp_path / "mount-src"
+    src.mkdir()
+    for name, text in CONFIGS.items():
+        configs(name, text.replace("MOUNT_SRC", str(src)))
+    return configs.dir, src
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_dry_run_matches_golden(kit, golden_configs, tmp_path, case):
+    config_dir, src = golden_configs
+    args = [a.replace("MOUNT_SRC", str(src)) for a in CASES[case]]
+    res = kit(*args, f"--config_dir={config_dir}", "--dry_run", env={"DOCKER_HOST": "unix:///nonexistent"})
+    assert res.returncode == 0, res.stderr
+    check_golden(case, normalise(res.stdout, tmp_path))
+
+
+def test_pipeline_api_dry_run_matches_golden(golden_configs, user_repo, tmp_path):
+    config_dir, _ = golden_configs
+    (user_repo / "gen.py").write_text(textwrap.dedent(PIPELINE_SCRIPT))
+    git(user_repo, "add", ".")
+    git(user_repo, "commit", "-q", "-m", "gen")
+    env = {**os.environ, "KIT_HOME": str(tmp_path / "kh")}
+    proc = subprocess.run(
+        [sys.executable, "gen.py", str(config_dir)], cwd=user_repo, env=env, capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr
+    check_golden("slurm_het_then_array", normalise(proc.stdout, tmp_path))
+
+
+def test_dry_run_submits_nothing(kit, golden_configs):
+    config_dir, _ = golden_configs
+    res = kit("run_cmd", "--cluster=none", f"--config_dir={config_dir}", "--command=touch ran.txt", "--dry_run")
+    assert res.returncode == 0, res.stderr
+    assert "touch ran.txt" in res.stdout
+    assert kit("status", "--cluster=none", f"--config_dir={config_dir}", "run_cmd").returncode == 2  # no record

@@ -1,0 +1,167 @@
+"""Jobs on `executor: none` (local processes, no services needed): run_cmd waits and reports, multi-job pipelines
+run in dependency order, afterok cancels dependents, references resolve to 127.0.0.1, arrays, --run_after."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+from conftest import git
+
+
+def none_cluster(configs, extra: str = "") -> list[str]:
+    d = configs("local0", "executor: none\njob_dir: JOB_DIR\n" + extra)
+    return ["--cluster=local0", f"--config_dir={d}"]
+
+
+def states(kit, cluster, expname) -> dict[str, str]:
+    res = kit("status", *cluster, expname)
+    assert res.returncode == 0, res.stderr
+    return dict(line.split(" ", 1) for line in res.stdout.splitlines())
+
+
+def run_script(user_repo, tmp_path, name: str, body: str, *args: str) -> subprocess.CompletedProcess:
+    """Commit a pipeline script into the user's repo and run it, like a researcher would."""
+    (user_repo / name).write_text(textwrap.dedent(body))
+    git(user_repo, "add", ".")
+    git(user_repo, "commit", "-q", "-m", name)
+    env = {**os.environ, "KIT_HOME": str(tmp_path / "kh")}
+    return subprocess.run(
+        [sys.executable, name, *args], cwd=user_repo, env=env, capture_output=True, text=True, timeout=120
+    )
+
+
+def test_run_cmd_waits_and_reports_state_and_log(kit, configs):
+    cluster = none_cluster(configs)
+    res = kit("run_cmd", *cluster, "--expname=ok", "--command=python3 hello.py", "++lr=0.5")
+    assert res.returncode == 0, res.stderr
+    assert "ok: job ok SUCCEEDED" in res.stdout
+    assert "hello from the packaged repo" in res.stdout  # ran in the packed code folder
+    assert states(kit, cluster, "ok") == {"ok": "SUCCEEDED"}
+    res = kit("run_cmd", *cluster, "--expname=args", "--command=echo got", "++lr=0.5")
+    assert "got ++lr=0.5" in res.stdout  # ++ arguments go through to the command
+
+    res = kit("run_cmd", *cluster, "--expname=bad", "--command=echo oops; exit 3")
+    assert res.returncode == 1
+    assert states(kit, cluster, "bad") == {"bad": "FAILED"}
+    assert "oops" in kit("logs", *cluster, "bad").stdout
+
+
+def test_pipeline_of_three_jobs_runs_in_dependency_order(user_repo, tmp_path, configs):
+    d = configs("local0", "executor: none\njob_dir: JOB_DIR\n")
+    order = tmp_path / "order.txt"
+    res = run_script(
+        user_repo,
+        tmp_path,
+        "chain.py",
+        f"""
+        import sys
+        from pipeline_kit.cluster import load_cluster_config
+        from pipeline_kit.pipeline import Command, CommandGroup, Job, Pipeline
+
+        def step(name, sleep):
+            return Job(name, groups=[CommandGroup([Command(f"sleep {{sleep}}; echo {{name}} >> {order}")])])
+
+        if __name__ == "__main__":
+            first, second, third = step("first", 1), step("second", 0), step("third", 0)
+            second.after.append(first)
+            third.after.append(second)
+            # listed out of order on purpose: the pipeline orders them
+            result = Pipeline("chain", load_cluster_config("local0", sys.argv[1]), [third, first, second]).run()
+            print("STATES", sorted(result.states.items()))
+        """,
+        str(d),
+    )
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert order.read_text().split() == ["first", "second", "third"]
+    assert "STATES [('first', 'SUCCEEDED'), ('second', 'SUCCEEDED'), ('third', 'SUCCEEDED')]" in res.stdout
+
+
+def test_afterok_dependent_of_failed_job_is_cancelled_afterany_runs(user_repo, tmp_path, configs):
+    d = configs("local0", "executor: none\njob_dir: JOB_DIR\n")
+    res = run_script(
+        user_repo,
+        tmp_path,
+        "deps.py",
+        """
+        import sys
+        from pipeline_kit.cluster import load_cluster_config
+        from pipeline_kit.pipeline import Command, CommandGroup, Job, Pipeline
+
+        def job(name, text, **kw):
+            return Job(name, groups=[CommandGroup([Command(text)])], **kw)
+
+        if __name__ == "__main__":
+            bad = job("bad", "exit 3")
+            ok_dep = job("needs_ok", "echo SHOULD-NOT-RUN", after=[bad], dependency_type="afterok")
+            any_dep = job("needs_any", "echo ran anyway", after=[bad], dependency_type="afterany")
+            result = Pipeline("deps", load_cluster_config("local0", sys.argv[1]), [bad, ok_dep, any_dep]).run()
+            print("STATES", sorted(result.states.items()))
+        """,
+        str(d),
+    )
+    assert "('bad', 'FAILED')" in res.stdout, res.stdout + res.stderr
+    assert "('needs_ok', 'CANCELLED')" in res.stdout
+    assert "('needs_any', 'SUCCEEDED')" in res.stdout
+    logs = list((configs.job_dir / "logs" / "deps").glob("*/*/*.log"))
+    assert not any("needs_ok" in str(p) for p in logs)  # the cancelled job never started its command
+    assert res.returncode == 0  # the script itself reported the states and exited normally
+
+
+def test_client_reaches_local_server_through_reference(user_repo, tmp_path, configs):
+    d = configs("local0", "executor: none\njob_dir: JOB_DIR\n")
+    res = run_script(
+        user_repo,
+        tmp_path,
+        "serve.py",
+        """
+        import sys
+        from pipeline_kit.cluster import load_cluster_config
+        from pipeline_kit.pipeline import AUTO_PORT, Command, CommandGroup, Job, Pipeline
+
+        def client(refs):
+            url = f"http://{refs['server'].address}/"
+            return ("python3 -c \\"import time, urllib.request\\n"
+                    "for _ in range(100):\\n"
+                    "    try:\\n"
+                    f"        print('client got', urllib.request.urlopen('{url}', timeout=2).status, '{url}'); break\\n"
+                    "    except OSError: time.sleep(0.1)\\n"
+                    "else: raise SystemExit('no server')\\"")
+
+        if __name__ == "__main__":
+            server = Command("exec python3 -m http.server $KIT_PORT", name="server", port=AUTO_PORT, service=True)
+            cli = Command(client, name="client", refs={"server": server})
+            job = Job("serve", groups=[CommandGroup([server], name="srv"), CommandGroup([cli], name="cli")])
+            result = Pipeline("serve", load_cluster_config("local0", sys.argv[1]), [job]).run()
+            print("STATES", result.states)
+        """,
+        str(d),
+    )
+    assert "STATES {'serve': 'SUCCEEDED'}" in res.stdout, res.stdout + res.stderr
+    client_log = next((configs.job_dir / "logs" / "serve").glob("*/serve/client.log")).read_text()
+    assert "client got 200 http://127.0.0.1:" in client_log
+
+
+def test_array_units_and_failed_unit_in_status(kit, configs):
+    cluster = none_cluster(configs)
+    res = kit(
+        "run_cmd", *cluster, "--expname=arr", "--array_size=3", "--command=echo unit=$KIT_UNIT; [ $KIT_UNIT != 1 ]"
+    )
+    assert res.returncode == 1
+    assert states(kit, cluster, "arr") == {"arr": "FAILED", "arr[1]": "FAILED"}
+    logs = kit("logs", *cluster, "arr").stdout
+    assert all(f"unit={u}" in logs for u in range(3))
+
+
+def test_run_after_across_invocations_honours_afterok(kit, configs):
+    cluster = none_cluster(configs, "dependency_type: afterok\n")
+    assert kit("run_cmd", *cluster, "--expname=parent", "--command=exit 4").returncode == 1
+    res = kit("run_cmd", *cluster, "--expname=child", "--run_after=parent", "--command=echo child ran")
+    assert res.returncode == 1
+    assert states(kit, cluster, "child") == {"child": "CANCELLED"}
+    assert kit("run_cmd", *cluster, "--expname=parent", "--command=true").returncode == 0
+    res = kit("run_cmd", *cluster, "--expname=child", "--run_after=parent", "--command=echo child ran")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "child ran" in res.stdout
