@@ -165,3 +165,37 @@ def test_run_after_across_invocations_honours_afterok(kit, configs):
     res = kit("run_cmd", *cluster, "--expname=child", "--run_after=parent", "--command=echo child ran")
     assert res.returncode == 0, res.stdout + res.stderr
     assert "child ran" in res.stdout
+
+
+def test_unguarded_launching_script_runs_once(user_repo, tmp_path, configs):
+    # nemo-run copies the launching script and may exec it again; kit never asks it to, so no __main__ guard needed
+    d = configs("local0", "executor: none\njob_dir: JOB_DIR\n")
+    launches = tmp_path / "launches.txt"
+    res = run_script(
+        user_repo,
+        tmp_path,
+        "unguarded.py",
+        f"""
+        import sys
+        from pipeline_kit.cluster import load_cluster_config
+        from pipeline_kit.pipeline import Command, CommandGroup, Job, Pipeline
+
+        open("{launches}", "a").write("launched\\n")
+        jobs = [Job(n, groups=[CommandGroup([Command("echo " + n)])]) for n in ("a", "b")]
+        jobs[1].after.append(jobs[0])
+        print(Pipeline("unguarded", load_cluster_config("local0", sys.argv[1]), jobs).run().states)
+        """,
+        str(d),
+    )
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "{'a': 'SUCCEEDED', 'b': 'SUCCEEDED'}" in res.stdout
+    assert launches.read_text() == "launched\n"
+
+
+def test_log_dir_flag_puts_logs_there(kit, configs, tmp_path):
+    cluster = none_cluster(configs)
+    log_dir = tmp_path / "my-logs"
+    res = kit("run_cmd", *cluster, "--expname=logged", f"--log_dir={log_dir}", "--command=echo to my folder")
+    assert res.returncode == 0, res.stderr
+    assert (log_dir / "logged" / "cmd.log").read_text() == "to my folder\n"
+    assert str(log_dir) in kit("logs", *cluster, "logged").stdout
