@@ -111,6 +111,7 @@ def slurm_executor(
     group: CommandGroup,
     heterogeneous: bool,
     code_dir: str,
+    log_dir: str,
     mount_paths: list[str],
     external_deps: list[str],
 ):
@@ -147,7 +148,10 @@ def slurm_executor(
         array=array,
         additional_parameters=extra,
         container_image=container,
-        container_mounts=[*cluster.mounts, *mount_paths, f"{code_dir}:{CONTAINER_CODE_DIR}"] if container else [],
+        # the log folder keeps its path inside the container: kit's scripts write their logs and .rc files there
+        container_mounts=[*cluster.mounts, *mount_paths, f"{code_dir}:{CONTAINER_CODE_DIR}", f"{log_dir}:{log_dir}"]
+        if container
+        else [],
         env_vars=dict(cluster.env_vars),
         tunnel=tunnel,
         packager=run.Packager(),

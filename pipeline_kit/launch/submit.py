@@ -92,6 +92,7 @@ class Submission:
                         g,
                         het,
                         self.code.cluster_dir,
+                        self.log_dir,
                         p.mount_paths,
                         self.external_slurm_ids(job),
                     )
