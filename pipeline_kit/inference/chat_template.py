@@ -1,0 +1,50 @@
+"""Client-side chat templates for the text-completion endpoint: the model's own Jinja template (chat_template.jinja
+or tokenizer_config.json), rendered the way Hugging Face tokenizers render it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pipeline_kit.errors import UserError
+
+
+def _special(config: dict, key: str) -> str:
+    value = config.get(key)
+    return value.get("content", "") if isinstance(value, dict) else (value or "")
+
+
+class ChatTemplate:
+    def __init__(self, source: str):
+        from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+        path = Path(source)
+        config: dict = {}
+        if path.is_dir():
+            cfg_file = path / "tokenizer_config.json"
+            config = json.loads(cfg_file.read_text()) if cfg_file.exists() else {}
+            jinja = path / "chat_template.jinja"
+            text = jinja.read_text() if jinja.exists() else config.get("chat_template")
+        elif path.is_file():
+            text = path.read_text()
+        else:
+            text = None
+        if not isinstance(text, str):
+            raise UserError(
+                f"no chat template at {source} (looked for chat_template.jinja and tokenizer_config.json); "
+                "set ++server.chat_template to the model folder or a .jinja file, or use ++server.endpoint=chat."
+            )
+        env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+
+        def raise_exception(message):
+            raise UserError(f"chat template {source}: {message}")
+
+        env.globals["raise_exception"] = raise_exception
+        self.template = env.from_string(text)
+        self.bos_token = _special(config, "bos_token")
+        self.eos_token = _special(config, "eos_token")
+
+    def render(self, messages: list[dict]) -> str:
+        return self.template.render(
+            messages=messages, add_generation_prompt=True, bos_token=self.bos_token, eos_token=self.eos_token
+        )

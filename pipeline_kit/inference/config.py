@@ -1,0 +1,99 @@
+"""Typed config of the generation script, filled from `++key=value` overrides parsed by hydra-core's override
+grammar. An unknown key, a wrong type or a missing required value is one clear error naming the key."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields, is_dataclass
+
+from pipeline_kit.cluster.schema import did_you_mean
+from pipeline_kit.errors import UserError
+
+MISSING = "???"  # omegaconf's marker for a required value
+
+
+@dataclass
+class ServerConfig:
+    base_url: str = MISSING  # the OpenAI-compatible root, e.g. http://127.0.0.1:8000/v1
+    model: str = MISSING  # the name the server serves the model under
+    api_key_env: str | None = None  # env var holding the API key (external endpoints)
+    endpoint: str = "chat"  # chat | text (text applies the chat template here, on the client)
+    chat_template: str | None = None  # model folder or .jinja file for endpoint=text [default: model]
+    ready_timeout: float = 600.0  # seconds to wait for the server to answer /v1/models
+    server_log: str | None = None  # the server's log, whose tail is shown when it is not ready or dies
+
+
+@dataclass
+class InferenceConfig:
+    temperature: float = 0.0
+    top_p: float = 0.95
+    top_k: int = -1
+    tokens_to_generate: int = 2048
+    random_seed: int | None = None  # set per output file by kit generate (output-rs{seed}.jsonl)
+    stop_phrases: list[str] = field(default_factory=list)
+
+
+@dataclass
+class GenerateConfig:
+    input_file: str = MISSING
+    output_file: str = MISSING
+    prompt_config: str = "generic/default"
+    server: ServerConfig = field(default_factory=ServerConfig)
+    inference: InferenceConfig = field(default_factory=InferenceConfig)
+    max_concurrent_requests: int = 512
+    max_retries: int = 6  # transient errors (connection, 5xx, 429) are retried with exponential backoff
+    retry_delay: float = 0.5
+    request_timeout: float = 3600.0
+    chunk_id: int | None = None  # this unit's chunk of the input (0-based) ...
+    num_chunks: int | None = None  # ... out of this many contiguous chunks
+    rerun_done: bool = False
+    postprocess_cmd: str | None = None  # run once the final (merged) file is written
+    progress_every: float = 30.0  # seconds between progress lines when not on a terminal
+
+
+def parse_overrides(args: list[str], what: str = "generation") -> GenerateConfig:
+    """`++a.b=value` (also `a.b=value` and `+a.b=value`) → GenerateConfig, checked key by key."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import OverrideParseException
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    cfg = OmegaConf.structured(GenerateConfig)
+    try:
+        overrides = OverridesParser.create().parse_overrides([a.removeprefix("++").removeprefix("+") for a in args])
+    except OverrideParseException as e:
+        raise UserError(f"{what}: cannot parse override ({str(e).splitlines()[0]}); write ++key=value.") from None
+    for override in overrides:
+        key = override.key_or_group
+        _check_key(key, what)
+        try:
+            OmegaConf.update(cfg, key, override.value(), merge=True)
+        except OmegaConfBaseException as e:
+            raise UserError(f"{what}: ++{key}={override.input_line.split('=', 1)[1]}: {_first_line(e)}") from None
+    try:
+        return OmegaConf.to_object(cfg)
+    except OmegaConfBaseException as e:
+        key = getattr(e, "full_key", "") or "?"
+        raise UserError(f"{what}: ++{key} is required; pass it (e.g. ++{key}=...).") from None
+
+
+def _check_key(key: str, what: str) -> None:
+    node: type = GenerateConfig
+    path = []
+    for part in key.split("."):
+        names = [f.name for f in fields(node)]
+        if part not in names:
+            prefix = ".".join(path)
+            hint = did_you_mean(part, names)
+            valid = ", ".join(f"{prefix + '.' if prefix else ''}{n}" for n in names)
+            raise UserError(f"{what}: unknown key ++{key}.{hint} Valid keys here: {valid}.")
+        path.append(part)
+        node_type = {f.name: f for f in fields(node)}[part]
+        default = node_type.default_factory() if callable(node_type.default_factory) else None
+        if is_dataclass(default):
+            node = type(default)
+        elif part != key.split(".")[-1]:
+            raise UserError(f"{what}: ++{key}: '{'.'.join(path)}' is a value, not a group; drop the rest.")
+
+
+def _first_line(e: Exception) -> str:
+    return str(e).splitlines()[0].strip()

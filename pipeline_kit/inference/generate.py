@@ -1,0 +1,117 @@
+"""The generation script of one unit (one input chunk × one seed):
+  python -m pipeline_kit.inference.generate ++input_file=... ++output_file=... ++server.base_url=... ++server.model=...
+Skips finished work (.done), resumes from the in-progress file, writes the final file in input order, merges chunks."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from pipeline_kit.errors import UserError
+from pipeline_kit.inference import unit_files
+from pipeline_kit.inference.config import GenerateConfig, parse_overrides
+from pipeline_kit.inference.prompts import load_prompt_config
+from pipeline_kit.inference.server_wait import ServerError, wait_until_ready
+
+
+def say(message: str) -> None:
+    print(f"kit generate: {message}", file=sys.stderr, flush=True)
+
+
+def api_key(cfg: GenerateConfig) -> str | None:
+    name = cfg.server.api_key_env
+    if name and not os.environ.get(name):
+        raise UserError(f"++server.api_key_env={name}, but ${name} is not set; export it.")
+    return os.environ.get(name) if name else None
+
+
+async def generate_unit(cfg: GenerateConfig, rows: list[tuple[int, dict]], all_messages, key: str | None) -> None:
+    from pipeline_kit.inference.client import GenerationClient
+    from pipeline_kit.inference.progress import Progress
+
+    progress_file = unit_files.InProgress(cfg.output_file)
+    todo = [i for i in range(len(rows)) if i not in progress_file.samples]
+    say(f"{cfg.output_file}: {len(rows)} samples, {len(rows) - len(todo)} already done, {len(todo)} to request")
+    try:
+        if todo:
+            waited = wait_until_ready(cfg.server.base_url, cfg.server.ready_timeout, cfg.server.server_log, key)
+            say(f"server {cfg.server.base_url} ready after {waited:.1f} s")
+            client = GenerationClient(cfg, key)
+            semaphore = asyncio.Semaphore(cfg.max_concurrent_requests)
+            progress = Progress(len(rows), len(rows) - len(todo), cfg.progress_every)
+
+            async def one(i: int) -> None:
+                async with semaphore:
+                    result = await client.generate(all_messages[i])
+                sample = {
+                    **rows[i][1],
+                    "generation": result.text,
+                    "num_generated_tokens": result.num_generated_tokens,
+                    "generation_time": round(result.generation_time, 4),
+                }
+                if result.error:
+                    sample["error"] = result.error
+                progress_file.add(i, sample)
+                progress.advance()
+
+            tasks = [asyncio.ensure_future(one(i)) for i in todo]
+            try:
+                await asyncio.gather(*tasks)
+            except BaseException:
+                for t in tasks:
+                    t.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+                raise
+        progress_file.finish(cfg.output_file, len(rows))
+    finally:
+        progress_file.close()
+
+
+def run(cfg: GenerateConfig) -> None:
+    out = Path(cfg.output_file)
+    merged = unit_files.merged_file(out, cfg.chunk_id) if cfg.num_chunks is not None else None
+    if cfg.rerun_done:
+        for p in (unit_files.done_marker(out), unit_files.in_progress_file(out)):
+            p.unlink(missing_ok=True)
+    elif merged is not None and unit_files.done_marker(merged).exists():
+        say(f"{merged} is done; skipping chunk {cfg.chunk_id} (pass ++rerun_done=true to redo it)")
+        return
+    if not cfg.rerun_done and unit_files.done_marker(out).exists():
+        say(f"{out} is done; skipping (pass ++rerun_done=true to redo it)")
+    else:
+        prompt = load_prompt_config(cfg.prompt_config)
+        rows = unit_files.read_input(cfg.input_file, cfg.chunk_id, cfg.num_chunks)
+        all_messages = [prompt.messages(record, line_no) for line_no, record in rows]  # fail before any request
+        asyncio.run(generate_unit(cfg, rows, all_messages, api_key(cfg)))
+        say(f"wrote {out}")
+    final = out
+    if merged is not None:
+        if not unit_files.merge_chunks(merged, cfg.num_chunks):
+            return
+        say(f"merged {cfg.num_chunks} chunks into {merged}")
+        final = merged
+    if cfg.postprocess_cmd:
+        say(f"postprocess: {cfg.postprocess_cmd}")
+        subprocess.run(cfg.postprocess_cmd, shell=True, check=True, env={**os.environ, "KIT_OUTPUT_FILE": str(final)})
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        run(parse_overrides(list(sys.argv[1:] if argv is None else argv)))
+    except UserError as e:
+        print(f"kit generate: error: {e}", file=sys.stderr)
+        return 2
+    except ServerError as e:
+        print(f"kit generate: {e}", file=sys.stderr)
+        return 1
+    except subprocess.CalledProcessError as e:
+        print(f"kit generate: the postprocess command failed with exit code {e.returncode}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,49 @@
+"""Waiting for an OpenAI-compatible server: poll /v1/models (then /health) until it answers or the timeout passes;
+the error carries the tail of the server's log."""
+
+from __future__ import annotations
+
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+
+class ServerError(RuntimeError):
+    """The server is not reachable: never became ready, or died mid-run. The message ends with its log tail."""
+
+
+def log_tail(path: str | None, lines: int = 15) -> str:
+    if not path:
+        return ""
+    try:
+        tail = Path(path).read_text(errors="replace").splitlines()[-lines:]
+    except OSError:
+        return f"\n(server log {path} is not readable)"
+    return f"\n--- last {len(tail)} lines of {path}:\n" + "\n".join(tail)
+
+
+def wait_until_ready(base_url: str, timeout: float, server_log: str | None = None, api_key: str | None = None) -> float:
+    """Seconds it took; ServerError after `timeout`."""
+    start = time.monotonic()
+    root = base_url.rstrip("/")
+    urls = [f"{root}/models", f"{root.removesuffix('/v1')}/health"]
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    last = "no answer"
+    while True:
+        for url in urls:
+            try:
+                with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=5) as r:
+                    if r.status == 200:
+                        return time.monotonic() - start
+                    last = f"{url} answered HTTP {r.status}"
+            except urllib.error.HTTPError as e:
+                last = f"{url} answered HTTP {e.code}"
+            except (urllib.error.URLError, OSError) as e:
+                last = f"{url}: {getattr(e, 'reason', e)}"
+        if time.monotonic() - start > timeout:
+            raise ServerError(
+                f"the server at {base_url} was not ready after {timeout:.0f} s (last: {last}); check its log, "
+                f"or raise ++server.ready_timeout.{log_tail(server_log)}"
+            )
+        time.sleep(0.5)

@@ -1,0 +1,123 @@
+"""The files of one generation unit: the input chunk, the in-progress file that makes a killed run resumable, the
+final file and its .done marker, and the merge of chunk files (by whichever chunk finishes last, under a lock)."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import math
+import os
+from pathlib import Path
+
+from pipeline_kit.errors import UserError
+from pipeline_kit.launch.records import write_atomic
+
+POSITION_KEY = "_kit_position"  # a sample's index in its input chunk, kept only in the in-progress file
+
+
+def done_marker(path: str | Path) -> Path:
+    return Path(f"{path}.done")
+
+
+def in_progress_file(path: str | Path) -> Path:
+    return Path(f"{path}.in-progress")
+
+
+def chunk_file(final: str | Path, chunk_id: int) -> Path:
+    p = Path(final)
+    return p.with_name(f"{p.stem}_chunk_{chunk_id}{p.suffix}")
+
+
+def merged_file(chunk_path: str | Path, chunk_id: int) -> Path:
+    p = Path(chunk_path)
+    suffix = f"_chunk_{chunk_id}"
+    if not p.stem.endswith(suffix):
+        raise UserError(f"++output_file={p} does not end in {suffix}{p.suffix}, as chunk {chunk_id}'s file must.")
+    return p.with_name(p.stem.removesuffix(suffix) + p.suffix)
+
+
+def read_input(path: str, chunk_id: int | None, num_chunks: int | None) -> list[tuple[int, dict]]:
+    """(line number, record) for this unit's chunk: contiguous slices of ceil(n / num_chunks) records."""
+    rows: list[tuple[int, dict]] = []
+    try:
+        with open(path) as f:
+            for line_no, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError as e:
+                    raise UserError(f"{path}:{line_no}: not valid JSON ({e.msg}); fix or remove that line.") from None
+                if not isinstance(record, dict):
+                    raise UserError(f"{path}:{line_no}: each line must be a JSON object, got {type(record).__name__}.")
+                rows.append((line_no, record))
+    except OSError as e:
+        raise UserError(f"++input_file={path}: cannot read it ({e.strerror}).") from None
+    if num_chunks is None:
+        return rows
+    if chunk_id is None or not 0 <= chunk_id < num_chunks:
+        raise UserError(f"++chunk_id={chunk_id} must be in 0..{num_chunks - 1} when ++num_chunks={num_chunks}.")
+    size = math.ceil(len(rows) / num_chunks)
+    return rows[chunk_id * size : (chunk_id + 1) * size]
+
+
+class InProgress:
+    """Finished samples, appended one JSON line each as they complete. On open, a torn last line (the process was
+    killed mid-write) is dropped, so appends start on a clean line."""
+
+    def __init__(self, final: str | Path):
+        self.path = in_progress_file(final)
+        self.samples: dict[int, dict] = {}
+        if self.path.exists():
+            kept = []
+            for line in self.path.read_text().splitlines():
+                try:
+                    sample = json.loads(line)
+                    self.samples[sample[POSITION_KEY]] = sample
+                    kept.append(line)
+                except (json.JSONDecodeError, KeyError, TypeError):
+                    continue
+            write_atomic(self.path, "".join(f"{line}\n" for line in kept))
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+
+    def add(self, position: int, sample: dict) -> None:
+        sample = {POSITION_KEY: position, **sample}
+        os.write(self._fd, (json.dumps(sample, ensure_ascii=False) + "\n").encode())  # one write: O_APPEND
+        self.samples[position] = sample
+
+    def finish(self, final: str | Path, count: int) -> None:
+        """Write the final file in input order, then its .done marker, then drop the in-progress file."""
+        os.close(self._fd)
+        ordered = [self.samples[i] for i in range(count)]
+        text = "".join(
+            json.dumps({k: v for k, v in s.items() if k != POSITION_KEY}, ensure_ascii=False) + "\n" for s in ordered
+        )
+        write_atomic(Path(final), text)
+        write_atomic(done_marker(final), "")
+        self.path.unlink(missing_ok=True)
+
+    def close(self) -> None:
+        try:
+            os.close(self._fd)
+        except OSError:
+            pass
+
+
+def merge_chunks(final: Path, num_chunks: int) -> bool:
+    """Concatenate every chunk file into `final` once all are done. Returns True for the one caller that merged."""
+    lock_path = Path(f"{final}.lock")
+    with open(lock_path, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if done_marker(final).exists():
+            return False
+        chunks = [chunk_file(final, k) for k in range(num_chunks)]
+        if not all(done_marker(c).exists() for c in chunks):
+            return False
+        write_atomic(final, "".join(c.read_text() for c in chunks))
+        write_atomic(done_marker(final), "")
+        for c in chunks:
+            c.unlink(missing_ok=True)
+            done_marker(c).unlink(missing_ok=True)
+    lock_path.unlink(missing_ok=True)
+    return True

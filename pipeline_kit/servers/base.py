@@ -1,0 +1,80 @@
+"""What every server type provides: the command line (with --server_args passed through), the port, tensor
+parallelism from the GPU count, multi-node launch, and the base URL a client uses."""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field
+
+from pipeline_kit.cluster.schema import did_you_mean
+from pipeline_kit.errors import UserError
+
+# the interpreter that runs a server; a cluster config may point it at the server's own env (env_vars:
+# ["KIT_SERVER_PYTHON=/opt/vllm-venv/bin/python"]); containers default to their python3
+SERVER_PYTHON = "${KIT_SERVER_PYTHON:-python3}"
+# first host of the server's allocation, known where the job runs (the head for multi-node launches)
+HEAD_HOST = "${KIT_SERVER_HEAD:-127.0.0.1}"
+
+
+@dataclass
+class ServerSpec:
+    server_type: str
+    model: str  # a path (or a name, for external endpoints)
+    gpus: int = 0  # per node
+    nodes: int = 1
+    server_args: str = ""  # passed through to the server's own command line
+    address: str | None = None  # external endpoints only: http://host:port/v1
+    served_model_name: str | None = None
+
+    @property
+    def name(self) -> str:
+        return self.served_model_name or self.model
+
+
+@dataclass
+class ServerType:
+    """A registry entry; subclasses fill in `launch`."""
+
+    name: str
+    runs_locally: bool = True  # False: an external endpoint, nothing to start
+    multi_node: bool = False
+    default_port: int | None = None
+    aliases: list[str] = field(default_factory=list)
+
+    def launch(self, spec: ServerSpec, port: str) -> str:
+        raise NotImplementedError
+
+    def command(self, spec: ServerSpec, port: str = "$KIT_PORT") -> str:
+        if not self.runs_locally:
+            raise UserError(f"server type '{self.name}' is an external endpoint; there is nothing to start.")
+        if spec.nodes > 1 and not self.multi_node:
+            raise UserError(f"--server_nodes={spec.nodes}: server type '{self.name}' runs on one node only.")
+        return self.launch(spec, port)
+
+    def base_url(self, spec: ServerSpec, host: str, port: int) -> str:
+        return spec.address if spec.address else f"http://{host}:{port}/v1"
+
+
+def extra_args(spec: ServerSpec) -> str:
+    return f" {spec.server_args.strip()}" if spec.server_args.strip() else ""
+
+
+def quote(text: str) -> str:
+    return shlex.quote(text)
+
+
+SERVER_TYPES: dict[str, ServerType] = {}
+
+
+def register(server_type: ServerType) -> ServerType:
+    SERVER_TYPES[server_type.name] = server_type
+    return server_type
+
+
+def get_server_type(name: str) -> ServerType:
+    from pipeline_kit.servers import external, sglang, transformers_server, trtllm, vllm  # noqa: F401 (registers)
+
+    if name not in SERVER_TYPES:
+        hint = did_you_mean(name, list(SERVER_TYPES))
+        raise UserError(f"--server_type={name} is not a server type ({', '.join(sorted(SERVER_TYPES))}).{hint}")
+    return SERVER_TYPES[name]

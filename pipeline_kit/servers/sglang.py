@@ -1,0 +1,23 @@
+"""SGLang: `python -m sglang.launch_server`; several nodes join through its --dist-init-addr / --nnodes /
+--node-rank flags (one task per node), with tensor parallelism over every GPU of every node."""
+
+from __future__ import annotations
+
+from pipeline_kit.servers.base import HEAD_HOST, SERVER_PYTHON, ServerSpec, ServerType, extra_args, quote, register
+
+DIST_PORT = 20000
+
+
+class SglangServer(ServerType):
+    def launch(self, spec: ServerSpec, port: str) -> str:
+        cmd = (
+            f"{SERVER_PYTHON} -m sglang.launch_server --model-path {quote(spec.model)}"
+            f" --served-model-name {quote(spec.name)} --host 0.0.0.0 --port {port}"
+            f" --tp {max(spec.gpus, 1) * spec.nodes}"
+        )
+        if spec.nodes > 1:
+            cmd += f" --nnodes {spec.nodes} --node-rank ${{SLURM_PROCID:-0}} --dist-init-addr {HEAD_HOST}:{DIST_PORT}"
+        return cmd + extra_args(spec)
+
+
+register(SglangServer("sglang", multi_node=True))

@@ -1,0 +1,21 @@
+"""CPU-friendly serving for laptops: `transformers serve` pinned to the model folder. It answers only requests
+whose model is that exact path, and /v1/models needs an existing HF_HUB_CACHE, so both are set here."""
+
+from __future__ import annotations
+
+from pipeline_kit.errors import UserError
+from pipeline_kit.servers.base import ServerSpec, ServerType, extra_args, quote, register
+
+
+class TransformersServer(ServerType):
+    def launch(self, spec: ServerSpec, port: str) -> str:
+        if spec.served_model_name and spec.served_model_name != spec.model:
+            raise UserError("--server_type=transformers serves the model under its path; drop --served_model_name.")
+        device = "cuda" if spec.gpus else "cpu"
+        return (
+            'export HF_HUB_CACHE="${HF_HUB_CACHE:-$KIT_LOG_DIR/hf-cache}" && mkdir -p "$HF_HUB_CACHE" && '
+            f"transformers serve {quote(spec.model)} --device {device} --host 0.0.0.0 --port {port}" + extra_args(spec)
+        )
+
+
+register(TransformersServer("transformers"))

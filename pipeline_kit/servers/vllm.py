@@ -1,0 +1,29 @@
+"""vLLM: `python -m vllm.entrypoints.openai.api_server` (the `vllm` CLI needs the `vllm` distribution name, which
+the CPU wheel lacks). GPUs per node → tensor parallel; several nodes → pipeline parallel over a Ray cluster."""
+
+from __future__ import annotations
+
+from pipeline_kit.servers.base import HEAD_HOST, SERVER_PYTHON, ServerSpec, ServerType, extra_args, quote, register
+
+RAY_PORT = 6379
+
+
+class VllmServer(ServerType):
+    def launch(self, spec: ServerSpec, port: str) -> str:
+        serve = (
+            f"{SERVER_PYTHON} -m vllm.entrypoints.openai.api_server --model {quote(spec.model)}"
+            f" --served-model-name {quote(spec.name)} --host 0.0.0.0 --port {port}"
+            f" --tensor-parallel-size {max(spec.gpus, 1)}"
+        )
+        if spec.nodes == 1:
+            return serve + extra_args(spec)
+        # one task per node: rank 0 starts the Ray head and vLLM, the others join the Ray cluster and wait
+        serve += f" --pipeline-parallel-size {spec.nodes} --distributed-executor-backend ray"
+        return (
+            'if [ "${SLURM_PROCID:-0}" = 0 ]; then '
+            f"ray start --head --port={RAY_PORT} && {serve}{extra_args(spec)}; "
+            f"else ray start --address={HEAD_HOST}:{RAY_PORT} --block; fi"
+        )
+
+
+register(VllmServer("vllm", multi_node=True))

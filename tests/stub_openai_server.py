@@ -1,0 +1,89 @@
+"""A small OpenAI-compatible server for tests, where the point is the client, not the model (real vLLM is used
+elsewhere). It logs every completion request it receives (one JSON line), so tests count what reached the server.
+
+  python stub_openai_server.py PORT REQUEST_LOG [--delay S] [--die_after N] [--never_ready] [--context_limit C]
+
+Answers `\\boxed{<the number in the last message>}`; prompts over C characters get the 400 error vLLM gives."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("port", type=int)
+    ap.add_argument("request_log")
+    ap.add_argument("--delay", type=float, default=0.0)
+    ap.add_argument("--die_after", type=int, default=0)
+    ap.add_argument("--never_ready", action="store_true")
+    ap.add_argument("--context_limit", type=int, default=0)
+    args = ap.parse_args()
+    lock = threading.Lock()
+    served = [0]
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *a):  # keep the test output quiet
+            pass
+
+        def reply(self, code: int, body: dict) -> None:
+            data = json.dumps(body).encode()
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self):
+            if args.never_ready:
+                self.reply(503, {"error": "loading"})
+            elif self.path.rstrip("/") == "/v1/models":
+                self.reply(200, {"object": "list", "data": [{"id": "stub", "object": "model"}]})
+            else:
+                self.reply(404, {"error": "not found"})
+
+        def do_POST(self):
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            chat = self.path.endswith("/chat/completions")
+            prompt = body["messages"][-1]["content"] if chat else body["prompt"]
+            prompt = prompt[0] if isinstance(prompt, list) else prompt
+            with lock:
+                served[0] += 1
+                with open(args.request_log, "a") as f:
+                    f.write(json.dumps({"path": self.path, "prompt": prompt, "body": body}) + "\n")
+                if args.die_after and served[0] > args.die_after:
+                    os._exit(17)  # the server crashes mid-run
+            if args.context_limit and len(prompt) > args.context_limit:
+                msg = (
+                    f"This model's maximum context length is {args.context_limit} tokens. However, you requested more."
+                )
+                self.reply(400, {"error": {"message": msg, "type": "BadRequestError", "code": 400}})
+                return
+            time.sleep(args.delay)
+            numbers = re.findall(r"\d+", prompt)
+            text = f"\\boxed{{{numbers[-1] if numbers else 0}}}"
+            usage = {"prompt_tokens": len(prompt), "completion_tokens": 3, "total_tokens": len(prompt) + 3}
+            choice = {"index": 0, "finish_reason": "stop"}
+            choice |= {"message": {"role": "assistant", "content": text}} if chat else {"text": text}
+            obj = "chat.completion" if chat else "text_completion"
+            self.reply(
+                200,
+                {"id": "x", "object": obj, "created": 0, "model": body["model"], "choices": [choice], "usage": usage},
+            )
+
+    server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
+    server.daemon_threads = True
+    print(f"stub server on {args.port}", flush=True)
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,256 @@
+"""The generation script of one unit (python -m pipeline_kit.inference.generate) against a stub OpenAI-compatible
+server that logs every request: output records, chunks and merging, .done skipping, kill -9 and resume, server
+faults, bad input. Real vLLM runs in test_generate_vllm.py."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import random
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Stub:
+    def __init__(self, tmp_path: Path, *flags: str):
+        self.port = free_port()
+        self.log = tmp_path / f"requests-{self.port}.jsonl"
+        self.proc = subprocess.Popen(
+            [sys.executable, HERE / "stub_openai_server.py", str(self.port), str(self.log), *flags],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert "stub server" in self.proc.stdout.readline()
+        self.url = f"http://127.0.0.1:{self.port}/v1"
+
+    def requests(self) -> list[dict]:
+        return [json.loads(line) for line in self.log.read_text().splitlines()] if self.log.exists() else []
+
+    def stop(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+
+
+@pytest.fixture
+def stub(tmp_path):
+    servers = []
+
+    def start(*flags: str) -> Stub:
+        servers.append(Stub(tmp_path, *flags))
+        return servers[-1]
+
+    yield start
+    for s in servers:
+        s.stop()
+
+
+def problems(tmp_path: Path, n: int, name: str = "in.jsonl") -> Path:
+    path = tmp_path / name
+    path.write_text(
+        "".join(json.dumps({"id": i, "problem": f"What is 0+{i}?", "expected_answer": str(i)}) + "\n" for i in range(n))
+    )
+    return path
+
+
+def generate(*overrides: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "pipeline_kit.inference.generate", *overrides],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def base(server: Stub, inp: Path, out: Path, *more: str) -> list[str]:
+    return [
+        f"++input_file={inp}",
+        f"++output_file={out}",
+        f"++server.base_url={server.url}",
+        "++server.model=stub",
+        *more,
+    ]
+
+
+def rows(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_output_keeps_input_fields_and_adds_generation(stub, tmp_path):
+    server = stub()
+    inp, out = problems(tmp_path, 12), tmp_path / "out" / "output.jsonl"
+    res = generate(*base(server, inp, out, "++prompt_config=generic/math", "++inference.temperature=0.7"))
+    assert res.returncode == 0, res.stderr
+    got = rows(out)
+    assert [r["id"] for r in got] == list(range(12))
+    assert all(r["generation"] == f"\\boxed{{{r['id']}}}" and r["problem"] and r["expected_answer"] for r in got)
+    assert all(r["num_generated_tokens"] == 3 and r["generation_time"] >= 0 for r in got)
+    assert (tmp_path / "out" / "output.jsonl.done").exists()
+    assert not (tmp_path / "out" / "output.jsonl.in-progress").exists()
+    sent = server.requests()
+    assert len(sent) == 12 and sent[0]["body"]["temperature"] == 0.7
+    assert "put the answer (and only answer) inside \\boxed{}" in sent[0]["prompt"]  # the generic/math prompt
+
+    again = generate(*base(server, inp, out))
+    assert again.returncode == 0 and "is done; skipping" in again.stderr
+    assert len(server.requests()) == 12  # nothing re-requested
+    assert generate(*base(server, inp, out, "++rerun_done=true")).returncode == 0
+    assert len(server.requests()) == 24
+
+
+def test_chunks_merge_into_one_file_in_order(stub, tmp_path):
+    server = stub()
+    inp = problems(tmp_path, 10)
+    final = tmp_path / "output-rs3.jsonl"
+    for k in (2, 0, 1):  # finishing order does not matter
+        chunk = tmp_path / f"output-rs3_chunk_{k}.jsonl"
+        res = generate(*base(server, inp, chunk, "++num_chunks=3", f"++chunk_id={k}", "++inference.random_seed=3"))
+        assert res.returncode == 0, res.stderr
+        assert (tmp_path / f"output-rs3_chunk_{k}.jsonl.done").exists() or final.exists()
+    assert [r["id"] for r in rows(final)] == list(range(10))
+    assert (tmp_path / "output-rs3.jsonl.done").exists()
+    assert not list(tmp_path.glob("*_chunk_*"))  # chunk files and their markers are removed
+    assert {r["body"]["seed"] for r in server.requests()} == {3}
+    res = generate(*base(server, inp, tmp_path / "output-rs3_chunk_1.jsonl", "++num_chunks=3", "++chunk_id=1"))
+    assert "is done; skipping chunk 1" in res.stderr and len(server.requests()) == 10
+
+
+def test_kill_9_then_rerun_requests_only_the_missing_samples(stub, tmp_path):
+    server = stub("--delay", "0.02")
+    inp, out = problems(tmp_path, 60), tmp_path / "output.jsonl"
+    args = base(server, inp, out, "++max_concurrent_requests=4")
+    proc = subprocess.Popen([sys.executable, "-m", "pipeline_kit.inference.generate", *args], stderr=subprocess.PIPE)
+    kill_at = random.randint(5, 40)
+    progress = Path(f"{out}.in-progress")
+    deadline = time.time() + 60
+    while time.time() < deadline and (not progress.exists() or progress.read_text().count("\n") < kill_at):
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    first = len(server.requests())
+    assert not out.exists() and 0 < first < 60
+
+    res = generate(*args)
+    assert res.returncode == 0, res.stderr
+    kept = int(res.stderr.split("samples, ")[1].split(" already done")[0])
+    assert kept >= kill_at
+    assert len(server.requests()) - first == 60 - kept  # only the missing positions were requested
+    # in-flight requests at the kill may be asked again, but never a finished one
+    reasked = [r["prompt"] for r in server.requests()[first:]]
+    assert len(set(reasked)) == len(reasked)
+
+    uninterrupted = tmp_path / "clean.jsonl"
+    assert generate(*base(server, inp, uninterrupted)).returncode == 0
+    strip = [{k: v for k, v in r.items() if k != "generation_time"} for r in rows(out)]
+    assert strip == [{k: v for k, v in r.items() if k != "generation_time"} for r in rows(uninterrupted)]
+
+
+def _merge_at_once(barrier, final, n, results):
+    from pipeline_kit.inference.unit_files import merge_chunks
+
+    barrier.wait()
+    results.put(merge_chunks(Path(final), n))
+
+
+def test_two_chunks_finishing_together_merge_once(tmp_path):
+    final = tmp_path / "output.jsonl"
+    for k in range(2):
+        (tmp_path / f"output_chunk_{k}.jsonl").write_text(f'{{"chunk": {k}}}\n')
+        (tmp_path / f"output_chunk_{k}.jsonl.done").write_text("")
+    ctx = multiprocessing.get_context("fork")
+    barrier, results = ctx.Barrier(2), ctx.Queue()
+    procs = [ctx.Process(target=_merge_at_once, args=(barrier, str(final), 2, results)) for _ in range(2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(30)
+    assert sorted([results.get(timeout=5), results.get(timeout=5)]) == [False, True]
+    assert final.read_text() == '{"chunk": 0}\n{"chunk": 1}\n'
+
+
+def test_server_never_ready_fails_with_log_tail_within_timeout(stub, tmp_path):
+    server = stub("--never_ready")
+    log = tmp_path / "server.log"
+    log.write_text("loading weights\nCUDA out of memory: tried to allocate 80 GiB\n")
+    inp, out = problems(tmp_path, 3), tmp_path / "output.jsonl"
+    start = time.monotonic()
+    res = generate(*base(server, inp, out, "++server.ready_timeout=3", f"++server.server_log={log}"))
+    assert res.returncode == 1
+    assert time.monotonic() - start < 30
+    assert "was not ready after 3 s" in res.stderr and "CUDA out of memory" in res.stderr
+    assert "Traceback" not in res.stderr
+
+
+def test_server_dying_mid_run_keeps_finished_samples(stub, tmp_path):
+    dying = stub("--die_after", "7")
+    inp, out = problems(tmp_path, 20), tmp_path / "output.jsonl"
+    res = generate(*base(dying, inp, out, "++max_concurrent_requests=1", "++max_retries=2", "++retry_delay=0.05"))
+    assert res.returncode == 1
+    assert f"the server at {dying.url} stopped answering" in res.stderr and "Traceback" not in res.stderr
+    assert len(Path(f"{out}.in-progress").read_text().splitlines()) == 7
+    healthy = stub()
+    res = generate(*base(healthy, inp, out, "++max_concurrent_requests=1"))
+    assert res.returncode == 0, res.stderr
+    assert len(healthy.requests()) == 13 and [r["id"] for r in rows(out)] == list(range(20))
+
+
+def test_context_length_error_is_recorded_and_the_rest_goes_on(stub, tmp_path):
+    server = stub("--context_limit", "60")
+    inp, out = tmp_path / "in.jsonl", tmp_path / "output.jsonl"
+    inp.write_text(json.dumps({"problem": "short 1"}) + "\n" + json.dumps({"problem": "long " * 40 + "2"}) + "\n")
+    res = generate(*base(server, inp, out))
+    assert res.returncode == 0, res.stderr
+    short, long = rows(out)
+    assert short["generation"] == "\\boxed{1}" and "error" not in short
+    assert long["generation"] == "" and "context length" in long["error"]
+
+
+@pytest.mark.parametrize(
+    "content, overrides, needles",
+    [
+        ('{"problem": "a"}\n{"problem": \n', [], ["in.jsonl:2", "not valid JSON"]),
+        ('{"question": "a"}\n', ["++prompt_config=generic/math"], ["'problem'", "generic/math.yaml", "line 1"]),
+        ('{"problem": "a"}\n', ["++inference.temprature=0.5"], ["++inference.temprature", "temperature"]),
+        ('{"problem": "a"}\n', ["++prompt_config=generic/nope"], ["generic/nope", "generic/math"]),
+        ('{"problem": "a"}\n', ["++server.api_key_env=KIT_NO_SUCH_KEY"], ["KIT_NO_SUCH_KEY", "not set"]),
+    ],
+)
+def test_bad_input_is_one_line_exit_2(stub, tmp_path, content, overrides, needles):
+    server = stub()
+    inp = tmp_path / "in.jsonl"
+    inp.write_text(content)
+    res = generate(*base(server, inp, tmp_path / "o.jsonl", *overrides))
+    assert res.returncode == 2, res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1, res.stderr
+    assert all(n in res.stderr for n in needles), res.stderr
+    assert server.requests() == []  # nothing was sent before the input was checked
+
+
+def test_text_endpoint_applies_the_chat_template_on_the_client(stub, tmp_path):
+    server = stub()
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "chat_template.jinja").write_text(
+        "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+        "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+    )
+    inp, out = problems(tmp_path, 2), tmp_path / "o.jsonl"
+    res = generate(*base(server, inp, out, "++server.endpoint=text", f"++server.chat_template={model}"))
+    assert res.returncode == 0, res.stderr
+    (first, _) = server.requests()
+    assert first["path"] == "/v1/completions"
+    assert first["prompt"] == "<|im_start|>user\nWhat is 0+0?<|im_end|>\n<|im_start|>assistant\n"
+    assert rows(out)[1]["generation"] == "\\boxed{1}"

@@ -1,0 +1,63 @@
+"""Server types: the exact command lines each one would run (GPU servers cannot run here), TP and multi-node
+flags, --server_args pass-through, and the errors for impossible requests."""
+
+from __future__ import annotations
+
+import pytest
+
+from pipeline_kit.errors import UserError
+from pipeline_kit.servers import ServerSpec, get_server_type
+
+
+def command(kind: str, **kw) -> str:
+    return get_server_type(kind).command(ServerSpec(kind, "/models/qwen", **kw), port="8000")
+
+
+def test_vllm_single_node_tensor_parallel_and_args():
+    assert command("vllm", gpus=8, server_args="--max-model-len 4096") == (
+        "${KIT_SERVER_PYTHON:-python3} -m vllm.entrypoints.openai.api_server --model /models/qwen"
+        " --served-model-name /models/qwen --host 0.0.0.0 --port 8000 --tensor-parallel-size 8 --max-model-len 4096"
+    )
+
+
+def test_vllm_multi_node_goes_through_ray():
+    cmd = command("vllm", gpus=8, nodes=2, served_model_name="qwen")
+    assert cmd.startswith('if [ "${SLURM_PROCID:-0}" = 0 ]; then ray start --head --port=6379 && ')
+    assert "--tensor-parallel-size 8 --pipeline-parallel-size 2 --distributed-executor-backend ray" in cmd
+    assert cmd.endswith("else ray start --address=${KIT_SERVER_HEAD:-127.0.0.1}:6379 --block; fi")
+
+
+def test_sglang_multi_node_uses_dist_init_flags():
+    assert command("sglang", gpus=8, nodes=2) == (
+        "${KIT_SERVER_PYTHON:-python3} -m sglang.launch_server --model-path /models/qwen"
+        " --served-model-name /models/qwen --host 0.0.0.0 --port 8000 --tp 16"
+        " --nnodes 2 --node-rank ${SLURM_PROCID:-0} --dist-init-addr ${KIT_SERVER_HEAD:-127.0.0.1}:20000"
+    )
+
+
+def test_trtllm_and_transformers_commands():
+    assert command("trtllm", gpus=4) == "trtllm-serve /models/qwen --host 0.0.0.0 --port 8000 --tp_size 4"
+    assert command("transformers").endswith("transformers serve /models/qwen --device cpu --host 0.0.0.0 --port 8000")
+
+
+def test_external_endpoint_starts_nothing_and_needs_an_address():
+    openai = get_server_type("openai")
+    spec = ServerSpec("openai", "gpt-x", address="http://api.example:8000/v1")
+    assert openai.base_url(spec, "ignored", 1) == "http://api.example:8000/v1"
+    with pytest.raises(UserError, match="nothing to start"):
+        openai.command(spec)
+    with pytest.raises(UserError, match="--server_address"):
+        openai.base_url(ServerSpec("openai", "gpt-x"), "h", 1)
+
+
+@pytest.mark.parametrize(
+    "kind, kw, needle",
+    [
+        ("vlm", {}, "Did you mean 'vllm'"),
+        ("trtllm", {"nodes": 2}, "one node only"),
+        ("transformers", {"nodes": 3}, "one node"),
+    ],
+)
+def test_impossible_requests_are_user_errors(kind, kw, needle):
+    with pytest.raises(UserError, match=needle):
+        command(kind, **kw)
