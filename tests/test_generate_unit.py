@@ -129,7 +129,7 @@ def test_chunks_merge_into_one_file_in_order(stub, tmp_path):
 
 
 def test_kill_9_then_rerun_requests_only_the_missing_samples(stub, tmp_path):
-    server = stub("--delay", "0.02")
+    server = stub("--delay", "0.05")
     inp, out = problems(tmp_path, 60), tmp_path / "output.jsonl"
     args = base(server, inp, out, "++max_concurrent_requests=4")
     proc = subprocess.Popen([sys.executable, "-m", "pipeline_kit.inference.generate", *args], stderr=subprocess.PIPE)
@@ -250,7 +250,9 @@ def test_text_endpoint_applies_the_chat_template_on_the_client(stub, tmp_path):
     inp, out = problems(tmp_path, 2), tmp_path / "o.jsonl"
     res = generate(*base(server, inp, out, "++server.endpoint=text", f"++server.chat_template={model}"))
     assert res.returncode == 0, res.stderr
-    (first, _) = server.requests()
-    assert first["path"] == "/v1/completions"
-    assert first["prompt"] == "<|im_start|>user\nWhat is 0+0?<|im_end|>\n<|im_start|>assistant\n"
+    sent = server.requests()
+    assert {r["path"] for r in sent} == {"/v1/completions"}
+    assert sorted(r["prompt"] for r in sent) == [  # requests go out concurrently, in any order
+        f"<|im_start|>user\nWhat is 0+{i}?<|im_end|>\n<|im_start|>assistant\n" for i in range(2)
+    ]
     assert rows(out)[1]["generation"] == "\\boxed{1}"
