@@ -48,10 +48,25 @@ def user_repo(tmp_path: Path) -> Path:
     repo = tmp_path / "proj"
     repo.mkdir()
     (repo / "hello.py").write_text("print('hello from the packaged repo')\n")
+    (repo / "probe.py").write_text(PROBE_MODULE)
     git(repo, "init", "-q")
     git(repo, "add", ".")
     git(repo, "commit", "-q", "-m", "init")
     return repo
+
+
+# A client command builder shared by the server/client reference tests; written into the user's repo as probe.py
+PROBE_MODULE = '''
+def probe_command(refs):
+    """A client that fetches the referenced server's page, retrying while it starts."""
+    url = f"http://{refs['server'].address}/"
+    return ("python3 -c \\"import time, urllib.request\\n"
+            "for _ in range(100):\\n"
+            "    try:\\n"
+            f"        print('client got', urllib.request.urlopen('{url}', timeout=2).status, 'from {url}'); break\\n"
+            "    except OSError: time.sleep(0.1)\\n"
+            "else: raise SystemExit('no server')\\"")
+'''
 
 
 def git(repo: Path, *args: str) -> None:

@@ -121,18 +121,11 @@ def test_client_reaches_local_server_through_reference(user_repo, tmp_path, conf
         from pipeline_kit.cluster import load_cluster_config
         from pipeline_kit.pipeline import AUTO_PORT, Command, CommandGroup, Job, Pipeline
 
-        def client(refs):
-            url = f"http://{refs['server'].address}/"
-            return ("python3 -c \\"import time, urllib.request\\n"
-                    "for _ in range(100):\\n"
-                    "    try:\\n"
-                    f"        print('client got', urllib.request.urlopen('{url}', timeout=2).status, '{url}'); break\\n"
-                    "    except OSError: time.sleep(0.1)\\n"
-                    "else: raise SystemExit('no server')\\"")
+        from probe import probe_command
 
         if __name__ == "__main__":
             server = Command("exec python3 -m http.server $KIT_PORT", name="server", port=AUTO_PORT, service=True)
-            cli = Command(client, name="client", refs={"server": server})
+            cli = Command(probe_command, name="client", refs={"server": server})
             job = Job("serve", groups=[CommandGroup([server], name="srv"), CommandGroup([cli], name="cli")])
             result = Pipeline("serve", load_cluster_config("local0", sys.argv[1]), [job]).run()
             print("STATES", result.states)
@@ -141,7 +134,7 @@ def test_client_reaches_local_server_through_reference(user_repo, tmp_path, conf
     )
     assert "STATES {'serve': 'SUCCEEDED'}" in res.stdout, res.stdout + res.stderr
     client_log = next((configs.job_dir / "logs" / "serve").glob("*/serve/client.log")).read_text()
-    assert "client got 200 http://127.0.0.1:" in client_log
+    assert "client got 200 from http://127.0.0.1:" in client_log
 
 
 def test_array_units_and_failed_unit_in_status(kit, configs):

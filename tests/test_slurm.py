@@ -61,20 +61,13 @@ def test_het_job_client_reaches_server_through_reference(kit, slurm, user_repo, 
         from pipeline_kit.cluster import load_cluster_config
         from pipeline_kit.pipeline import AUTO_PORT, Command, CommandGroup, HardwareConfig, Job, Pipeline
 
-        def client_cmd(refs):
-            url = f"http://{refs['server'].address}/"
-            return ("python3 -c \\"import time, urllib.request\\n"
-                    "for _ in range(100):\\n"
-                    "    try:\\n"
-                    f"        print('client got', urllib.request.urlopen('{url}', timeout=2).status, 'from {url}'); break\\n"
-                    "    except OSError: time.sleep(0.1)\\n"
-                    "else: raise SystemExit('no server')\\"")
+        from probe import probe_command
 
         if __name__ == "__main__":
             cluster = load_cluster_config("slurm", sys.argv[1])
             server = Command("echo server on $SLURMD_NODENAME; exec python3 -m http.server $KIT_PORT",
                              name="server", port=AUTO_PORT, service=True, num_gpus=2)
-            client = Command(lambda refs: "echo client partition=$SLURM_JOB_PARTITION; " + client_cmd(refs),
+            client = Command(lambda refs: "echo client partition=$SLURM_JOB_PARTITION; " + probe_command(refs),
                              name="client", refs={"server": server})
             # each component keeps its own partition (nemo-run alone would give both the first one's)
             job = Job("het", groups=[CommandGroup([server], HardwareConfig(num_gpus=2), name="srv"),
