@@ -126,6 +126,13 @@ def test_chunks_merge_into_one_file_in_order(stub, tmp_path):
     assert {r["body"]["seed"] for r in server.requests()} == {3}
     res = generate(*base(server, inp, tmp_path / "output-rs3_chunk_1.jsonl", "++num_chunks=3", "++chunk_id=1"))
     assert "is done; skipping chunk 1" in res.stderr and len(server.requests()) == 10
+    # rerunning one chunk makes the merged file stale; it is merged again once every chunk is done again
+    for k in (1, 0, 2):
+        chunk = tmp_path / f"output-rs3_chunk_{k}.jsonl"
+        res = generate(*base(server, inp, chunk, "++num_chunks=3", f"++chunk_id={k}", "++rerun_done=true"))
+        assert res.returncode == 0, res.stderr
+        assert (tmp_path / "output-rs3.jsonl.done").exists() == (k == 2)
+    assert [r["id"] for r in rows(final)] == list(range(10)) and len(server.requests()) == 20
 
 
 def test_kill_9_then_rerun_requests_only_the_missing_samples(stub, tmp_path):

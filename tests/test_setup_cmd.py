@@ -39,7 +39,7 @@ def test_setup_from_flags_writes_a_config_that_runs(kit, tmp_path):
 def test_setup_rejects_bad_values_and_writes_nothing(kit, tmp_path):
     d = tmp_path / "cc"
     cases = [
-        (["--executor=slurmm", f"--job_dir={tmp_path}"], "slurm"),  # did-you-mean
+        (["--executor=slurmm", f"--job_dir={tmp_path}"], "Did you mean 'slurm'"),
         (["--executor=none", "--job_dir=relative/jobs"], "job_dir"),
         (["--executor=none", f"--job_dir={tmp_path}", "--container=noequals"], "--container"),
         (["--executor=none", f"--job_dir={tmp_path}", "--mount=/no/such/src:/dst"], "/no/such/src"),

@@ -39,6 +39,7 @@ class GenerationClient:
             from pipeline_kit.inference.chat_template import ChatTemplate
 
             self.template = ChatTemplate(cfg.server.chat_template or cfg.server.model)
+        self.params = self._params()  # the same for every request of this run
         self.transient = (
             litellm.APIConnectionError,
             litellm.Timeout,
@@ -69,10 +70,10 @@ class GenerationClient:
 
     async def _request(self, messages: list[dict]) -> tuple[str, int]:
         if self.template is None:
-            resp = await self.litellm.acompletion(messages=messages, **self._params())
+            resp = await self.litellm.acompletion(messages=messages, **self.params)
             text = resp.choices[0].message.content or ""
         else:
-            resp = await self.litellm.atext_completion(prompt=self.template.render(messages), **self._params())
+            resp = await self.litellm.atext_completion(prompt=self.template.render(messages), **self.params)
             text = resp.choices[0].text or ""
         usage = getattr(resp, "usage", None)
         return text, int(getattr(usage, "completion_tokens", 0) or 0)

@@ -74,7 +74,9 @@ def run(cfg: GenerateConfig) -> None:
     out = Path(cfg.output_file)
     merged = unit_files.merged_file(out, cfg.chunk_id) if cfg.num_chunks is not None else None
     if cfg.rerun_done:
-        for p in (unit_files.done_marker(out), unit_files.in_progress_file(out)):
+        # a rerun chunk makes the merged file stale: it is merged again once every chunk is done again
+        stale = [out, *([merged] if merged is not None else [])]
+        for p in [*map(unit_files.done_marker, stale), unit_files.in_progress_file(out)]:
             p.unlink(missing_ok=True)
     elif merged is not None and unit_files.done_marker(merged).exists():
         say(f"{merged} is done; skipping chunk {cfg.chunk_id} (pass ++rerun_done=true to redo it)")

@@ -88,7 +88,7 @@ class InProgress:
 
     def finish(self, final: str | Path, count: int) -> None:
         """Write the final file in input order, then its .done marker, then drop the in-progress file."""
-        os.close(self._fd)
+        self.close()
         ordered = [self.samples[i] for i in range(count)]
         text = "".join(
             json.dumps({k: v for k, v in s.items() if k != POSITION_KEY}, ensure_ascii=False) + "\n" for s in ordered
@@ -98,10 +98,9 @@ class InProgress:
         self.path.unlink(missing_ok=True)
 
     def close(self) -> None:
-        try:
+        if self._fd >= 0:
             os.close(self._fd)
-        except OSError:
-            pass
+            self._fd = -1
 
 
 def merge_chunks(final: Path, num_chunks: int) -> bool:

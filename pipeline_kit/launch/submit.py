@@ -84,6 +84,7 @@ class Submission:
                 exp.add(scripts[0], executor=ex, name=job.name, dependencies=deps)
             else:
                 het = len(job.groups) > 1
+                external = self.external_slurm_ids(job)
                 executors = [
                     slurm_executor(
                         run,
@@ -94,7 +95,7 @@ class Submission:
                         self.code.cluster_dir,
                         self.log_dir,
                         p.mount_paths,
-                        self.external_slurm_ids(job),
+                        external,
                     )
                     for g in job.groups
                 ]
@@ -104,7 +105,7 @@ class Submission:
                     exp.add(scripts[0], executor=executors[0], name=job.name, dependencies=deps)
                 task = exp.jobs[-1]
                 kept = task.executors if het else task.executor  # a het group's executors are merged into one
-                adjust_slurm_task(kept, job, p.cluster, self.external_slurm_ids(job))
+                adjust_slurm_task(kept, job, p.cluster, external)
 
     def dry_run(self) -> str:
         out = io.StringIO()

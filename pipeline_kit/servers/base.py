@@ -3,8 +3,7 @@ parallelism from the GPU count, multi-node launch, and the base URL a client use
 
 from __future__ import annotations
 
-import shlex
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from pipeline_kit.cluster.schema import did_you_mean
 from pipeline_kit.errors import UserError
@@ -38,8 +37,6 @@ class ServerType:
     name: str
     runs_locally: bool = True  # False: an external endpoint, nothing to start
     multi_node: bool = False
-    default_port: int | None = None
-    aliases: list[str] = field(default_factory=list)
 
     def launch(self, spec: ServerSpec, port: str) -> str:
         raise NotImplementedError
@@ -57,10 +54,6 @@ class ServerType:
 
 def extra_args(spec: ServerSpec) -> str:
     return f" {spec.server_args.strip()}" if spec.server_args.strip() else ""
-
-
-def quote(text: str) -> str:
-    return shlex.quote(text)
 
 
 SERVER_TYPES: dict[str, ServerType] = {}

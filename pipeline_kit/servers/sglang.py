@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
-from pipeline_kit.servers.base import HEAD_HOST, SERVER_PYTHON, ServerSpec, ServerType, extra_args, quote, register
+import shlex
+
+from pipeline_kit.servers.base import HEAD_HOST, SERVER_PYTHON, ServerSpec, ServerType, extra_args, register
 
 DIST_PORT = 20000
 
@@ -11,8 +13,8 @@ DIST_PORT = 20000
 class SglangServer(ServerType):
     def launch(self, spec: ServerSpec, port: str) -> str:
         cmd = (
-            f"{SERVER_PYTHON} -m sglang.launch_server --model-path {quote(spec.model)}"
-            f" --served-model-name {quote(spec.name)} --host 0.0.0.0 --port {port}"
+            f"{SERVER_PYTHON} -m sglang.launch_server --model-path {shlex.quote(spec.model)}"
+            f" --served-model-name {shlex.quote(spec.name)} --host 0.0.0.0 --port {port}"
             f" --tp {max(spec.gpus, 1) * spec.nodes}"
         )
         if spec.nodes > 1:

@@ -3,8 +3,10 @@ whose model is that exact path, and /v1/models needs an existing HF_HUB_CACHE, s
 
 from __future__ import annotations
 
+import shlex
+
 from pipeline_kit.errors import UserError
-from pipeline_kit.servers.base import ServerSpec, ServerType, extra_args, quote, register
+from pipeline_kit.servers.base import ServerSpec, ServerType, extra_args, register
 
 
 class TransformersServer(ServerType):
@@ -14,7 +16,8 @@ class TransformersServer(ServerType):
         device = "cuda" if spec.gpus else "cpu"
         return (
             'export HF_HUB_CACHE="${HF_HUB_CACHE:-$KIT_LOG_DIR/hf-cache}" && mkdir -p "$HF_HUB_CACHE" && '
-            f"transformers serve {quote(spec.model)} --device {device} --host 0.0.0.0 --port {port}" + extra_args(spec)
+            f"transformers serve {shlex.quote(spec.model)} --device {device} --host 0.0.0.0 --port {port}"
+            + extra_args(spec)
         )
 
 

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from pipeline_kit.servers.base import ServerSpec, ServerType, extra_args, quote, register
+import shlex
+
+from pipeline_kit.servers.base import ServerSpec, ServerType, extra_args, register
 
 
 class TrtllmServer(ServerType):
     def launch(self, spec: ServerSpec, port: str) -> str:
         return (
-            f"trtllm-serve {quote(spec.model)} --host 0.0.0.0 --port {port} --tp_size {max(spec.gpus, 1)}"
+            f"trtllm-serve {shlex.quote(spec.model)} --host 0.0.0.0 --port {port} --tp_size {max(spec.gpus, 1)}"
             + extra_args(spec)
         )
 

@@ -3,7 +3,9 @@ the CPU wheel lacks). GPUs per node → tensor parallel; several nodes → pipel
 
 from __future__ import annotations
 
-from pipeline_kit.servers.base import HEAD_HOST, SERVER_PYTHON, ServerSpec, ServerType, extra_args, quote, register
+import shlex
+
+from pipeline_kit.servers.base import HEAD_HOST, SERVER_PYTHON, ServerSpec, ServerType, extra_args, register
 
 RAY_PORT = 6379
 
@@ -11,8 +13,8 @@ RAY_PORT = 6379
 class VllmServer(ServerType):
     def launch(self, spec: ServerSpec, port: str) -> str:
         serve = (
-            f"{SERVER_PYTHON} -m vllm.entrypoints.openai.api_server --model {quote(spec.model)}"
-            f" --served-model-name {quote(spec.name)} --host 0.0.0.0 --port {port}"
+            f"{SERVER_PYTHON} -m vllm.entrypoints.openai.api_server --model {shlex.quote(spec.model)}"
+            f" --served-model-name {shlex.quote(spec.name)} --host 0.0.0.0 --port {port}"
             f" --tensor-parallel-size {max(spec.gpus, 1)}"
         )
         if spec.nodes == 1:
