@@ -3,7 +3,9 @@ real console script in a subprocess (exit codes and stderr are part of the contr
 
 from __future__ import annotations
 
+import json
 import os
+import socket
 import subprocess
 import sys
 import textwrap
@@ -109,3 +111,57 @@ def kit(tmp_path: Path, user_repo: Path):
         return Result(proc.returncode, proc.stdout, proc.stderr)
 
     return run
+
+
+# ---- a stub OpenAI-compatible server that logs every request (tests/stub_openai_server.py), and JSONL helpers
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Stub:
+    def __init__(self, tmp_path: Path, *flags: str):
+        self.port = free_port()
+        self.log = tmp_path / f"requests-{self.port}.jsonl"
+        self.proc = subprocess.Popen(
+            [sys.executable, Path(__file__).parent / "stub_openai_server.py", str(self.port), str(self.log), *flags],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert "stub server" in self.proc.stdout.readline()
+        self.url = f"http://127.0.0.1:{self.port}/v1"
+
+    def requests(self) -> list[dict]:
+        return [json.loads(line) for line in self.log.read_text().splitlines()] if self.log.exists() else []
+
+    def stop(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+
+
+@pytest.fixture
+def stub(tmp_path):
+    servers = []
+
+    def start(*flags: str) -> Stub:
+        servers.append(Stub(tmp_path, *flags))
+        return servers[-1]
+
+    yield start
+    for s in servers:
+        s.stop()
+
+
+def problems(tmp_path: Path, n: int, name: str = "in.jsonl") -> Path:
+    path = tmp_path / name
+    path.write_text(
+        "".join(json.dumps({"id": i, "problem": f"What is 0+{i}?", "expected_answer": str(i)}) + "\n" for i in range(n))
+    )
+    return path
+
+
+def rows(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]

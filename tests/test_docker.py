@@ -102,3 +102,43 @@ def test_gpus_are_requested_from_docker_when_the_host_has_them(monkeypatch, tmp_
     assert requests[True]["network"] == "host"
     assert "/code:/kit/code" in requests[True]["volumes"] and "/logs:/logs" in requests[True]["volumes"]
     assert "device_requests" not in requests[False]  # no GPUs on the host: none asked for
+
+
+def test_generate_client_runs_in_the_container(kit, configs, stub, tmp_path):
+    """`kit generate` on Docker against an endpoint on this host (host network). The image has no LiteLLM, so the
+    cluster config mounts this test's Python env and names it in KIT_CLIENT_PYTHON, as a user would mount theirs."""
+    import sys
+
+    from conftest import problems, rows
+
+    need("DOCKER_HOST", "the private dockerd")
+    data = tmp_path / "data"
+    data.mkdir()
+    problems(data, 5)
+    d = configs(
+        "dock",
+        f"""
+        executor: local
+        job_dir: JOB_DIR
+        containers:
+          kit: kit-test-base:latest
+        mounts: ['{data}:/data', '{sys.prefix}:{sys.prefix}', '{sys.base_prefix}:{sys.base_prefix}']
+        env_vars: ['KIT_CLIENT_PYTHON={sys.executable}']
+    """,
+    )
+    server = stub()
+    res = kit(
+        "generate",
+        "--cluster=dock",
+        f"--config_dir={d}",
+        "--server_type=openai",
+        f"--server_address={server.url}",
+        "--model=stub",
+        "--input_file=/data/in.jsonl",
+        "--output_dir=/data/out",
+        "--num_random_seeds=2",
+    )
+    assert res.returncode == 0, res.stdout + res.stderr
+    for seed in (0, 1):
+        assert [r["id"] for r in rows(data / "out" / f"output-rs{seed}.jsonl")] == list(range(5))
+    assert len(server.requests()) == 10

@@ -59,6 +59,42 @@ CASES = {
         "--array_size=4",
         "--command=echo unit $KIT_UNIT",
     ],
+    "slurm_generate_het": [
+        "generate",
+        "--cluster=slurm",
+        "--expname=gen",
+        "--model=/models/qwen",
+        "--server_gpus=8",
+        "--server_port=8000",
+        "--input_file=/data/in.jsonl",
+        "--output_dir=/out",
+        "++inference.temperature=0.7",
+    ],
+    "slurm_generate_array": [
+        "generate",
+        "--cluster=slurm",
+        "--expname=gen",
+        "--model=/models/qwen",
+        "--server_type=sglang",
+        "--server_gpus=2",
+        "--server_args=--mem-fraction-static 0.8",
+        "--input_file=/data/in.jsonl",
+        "--output_dir=/out",
+        "--num_chunks=2",
+        "--num_random_seeds=2",
+        "--dependent_jobs=1",
+    ],
+    "none_generate_external": [
+        "generate",
+        "--cluster=none",
+        "--server_type=openai",
+        "--server_address=https://api.example.com/v1",
+        "--model=gpt-x",
+        "--input_file=MOUNT_SRC/in.jsonl",
+        "--output_dir=MOUNT_SRC/out",
+        "--random_seeds=3,5-6",
+        "++server.api_key_env=EXAMPLE_KEY",
+    ],
 }
 
 # a generate-shaped pipeline through the Python API: a het job (server group + client group, explicit port) and
@@ -88,6 +124,7 @@ def normalise(text: str, tmp_path: Path) -> str:
     text = re.sub(r"(?<=-)\d{16,}", "<EXP_ID>", text)
     text = re.sub(r"(?<=-)(?=[a-z0-9]*\d)[a-z0-9]{10,20}\b", "<APP_ID>", text)  # torchx's random app id suffix
     text = re.sub(r"(?<=/code/)[0-9a-f]{16}", "<CODE_KEY>", text)  # packed code: named by the commit
+    text = text.replace(sys.executable, "<PYTHON>")
     return text
 
 
@@ -104,6 +141,7 @@ def check_golden(name: str, text: str) -> None:
 def golden_configs(configs, tmp_path):
     src = tmp_path / "mount-src"
     src.mkdir()
+    (src / "in.jsonl").write_text('{"problem": "1+1"}\n')
     for name, text in CONFIGS.items():
         configs(name, text.replace("MOUNT_SRC", str(src)))
     return configs.dir, src

@@ -8,62 +8,13 @@ import json
 import multiprocessing
 import random
 import signal
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
-
-HERE = Path(__file__).parent
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Stub:
-    def __init__(self, tmp_path: Path, *flags: str):
-        self.port = free_port()
-        self.log = tmp_path / f"requests-{self.port}.jsonl"
-        self.proc = subprocess.Popen(
-            [sys.executable, HERE / "stub_openai_server.py", str(self.port), str(self.log), *flags],
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        assert "stub server" in self.proc.stdout.readline()
-        self.url = f"http://127.0.0.1:{self.port}/v1"
-
-    def requests(self) -> list[dict]:
-        return [json.loads(line) for line in self.log.read_text().splitlines()] if self.log.exists() else []
-
-    def stop(self) -> None:
-        self.proc.kill()
-        self.proc.wait()
-
-
-@pytest.fixture
-def stub(tmp_path):
-    servers = []
-
-    def start(*flags: str) -> Stub:
-        servers.append(Stub(tmp_path, *flags))
-        return servers[-1]
-
-    yield start
-    for s in servers:
-        s.stop()
-
-
-def problems(tmp_path: Path, n: int, name: str = "in.jsonl") -> Path:
-    path = tmp_path / name
-    path.write_text(
-        "".join(json.dumps({"id": i, "problem": f"What is 0+{i}?", "expected_answer": str(i)}) + "\n" for i in range(n))
-    )
-    return path
+from conftest import Stub, problems, rows
 
 
 def generate(*overrides: str, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -83,10 +34,6 @@ def base(server: Stub, inp: Path, out: Path, *more: str) -> list[str]:
         "++server.model=stub",
         *more,
     ]
-
-
-def rows(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines()]
 
 
 def test_output_keeps_input_fields_and_adds_generation(stub, tmp_path):
@@ -126,13 +73,17 @@ def test_chunks_merge_into_one_file_in_order(stub, tmp_path):
     assert {r["body"]["seed"] for r in server.requests()} == {3}
     res = generate(*base(server, inp, tmp_path / "output-rs3_chunk_1.jsonl", "++num_chunks=3", "++chunk_id=1"))
     assert "is done; skipping chunk 1" in res.stderr and len(server.requests()) == 10
-    # rerunning one chunk makes the merged file stale; it is merged again once every chunk is done again
-    for k in (1, 0, 2):
-        chunk = tmp_path / f"output-rs3_chunk_{k}.jsonl"
-        res = generate(*base(server, inp, chunk, "++num_chunks=3", f"++chunk_id={k}", "++rerun_done=true"))
-        assert res.returncode == 0, res.stderr
-        assert (tmp_path / "output-rs3.jsonl.done").exists() == (k == 2)
-    assert [r["id"] for r in rows(final)] == list(range(10)) and len(server.requests()) == 20
+    # rerunning one chunk cuts the others back out of the merged file (kept as they are) and merges again
+    kept = rows(final)
+    kept[0]["marker"] = "kept"
+    final.write_text("".join(json.dumps(r) + "\n" for r in kept))
+    chunk = tmp_path / "output-rs3_chunk_1.jsonl"
+    res = generate(*base(server, inp, chunk, "++num_chunks=3", "++chunk_id=1", "++rerun_done=true"))
+    assert res.returncode == 0, res.stderr
+    assert (tmp_path / "output-rs3.jsonl.done").exists() and not list(tmp_path.glob("*_chunk_*"))
+    again = rows(final)
+    assert [r["id"] for r in again] == list(range(10)) and again[0]["marker"] == "kept"
+    assert sorted(r["prompt"] for r in server.requests()[10:]) == [f"What is 0+{i}?" for i in range(4, 8)]
 
 
 def test_kill_9_then_rerun_requests_only_the_missing_samples(stub, tmp_path):

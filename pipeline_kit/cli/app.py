@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from pipeline_kit.cli import experiments, run_cmd, setup_cmd
+from pipeline_kit.cli import experiments, generate_cmd, run_cmd, setup_cmd, start_server_cmd
 
 app = typer.Typer(
     name="kit",
@@ -14,6 +14,8 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 run_cmd.register(app)
+generate_cmd.register(app)
+start_server_cmd.register(app)
 experiments.register(app)
 setup_cmd.register(app)
 

@@ -5,7 +5,7 @@ import functools
 import inspect
 import json
 import os
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Annotated, get_type_hints
 
 import typer
@@ -43,6 +43,9 @@ class JobFlags:
         None
     )
     dry_run: Annotated[bool, typer.Option("--dry_run", help="Print what would be submitted; submit nothing.")] = False
+    wait: Annotated[bool, typer.Option("--wait", help="On Slurm, block until the jobs end; fail if any failed.")] = (
+        False
+    )
     sbatch_kwargs: Annotated[
         str | None,
         typer.Option("--sbatch_kwargs", help='Extra sbatch arguments as JSON, e.g. \'{"qos": "high"}\'.'),
@@ -77,8 +80,7 @@ class JobFlags:
         return out
 
 
-_SHARED = [f for f in fields(JobFlags) if f.name != "extra_args"]
-_NAMES = {f.name for f in _SHARED}
+_NAMES = {f.name for f in fields(JobFlags) if f.name != "extra_args"}
 
 
 def check_extra_args(args: list[str]) -> tuple[str, ...]:
@@ -94,16 +96,31 @@ def check_extra_args(args: list[str]) -> tuple[str, ...]:
     return tuple(args)
 
 
+def flag_parameters(cls) -> list[inspect.Parameter]:
+    """A flag-set dataclass's fields as keyword-only CLI parameters."""
+    hints = get_type_hints(cls, include_extras=True)
+    return [
+        inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default, annotation=hints[f.name])
+        for f in fields(cls)
+        if f.name != "extra_args"
+    ]
+
+
 def job_command(app: typer.Typer, name: str, help: str):
-    """Register `fn(flags: JobFlags, ...own options)` as a command that also takes every shared flag."""
+    """Register `fn(flags: JobFlags, ...own options)` as a command that also takes every shared flag.
+    An own parameter annotated with a flag-set dataclass (e.g. ServerFlags) takes that set's flags, declared once."""
 
     def decorate(fn):
-        own = [p for p in inspect.signature(fn).parameters.values() if p.name != "flags"]
-        hints = get_type_hints(JobFlags, include_extras=True)
-        shared = [
-            inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default, annotation=hints[f.name])
-            for f in _SHARED
-        ]
+        hints = get_type_hints(fn, include_extras=True)
+        own, sets = [], {}
+        for p in inspect.signature(fn).parameters.values():
+            if p.name == "flags":
+                continue
+            if is_dataclass(hints.get(p.name)):
+                sets[p.name] = hints[p.name]
+                own += flag_parameters(hints[p.name])
+            else:
+                own.append(p.replace(kind=inspect.Parameter.KEYWORD_ONLY, annotation=hints.get(p.name, p.annotation)))
         ctx_param = inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context)
 
         @functools.wraps(fn)
@@ -112,9 +129,11 @@ def job_command(app: typer.Typer, name: str, help: str):
                 **{k: kwargs.pop(k) for k in list(kwargs) if k in _NAMES},
                 extra_args=check_extra_args(list(ctx.args)),
             )
+            for arg, cls in sets.items():
+                kwargs[arg] = cls(**{f.name: kwargs.pop(f.name) for f in fields(cls)})
             return fn(flags, **kwargs)
 
-        wrapper.__signature__ = inspect.Signature([ctx_param, *own, *shared])
+        wrapper.__signature__ = inspect.Signature([ctx_param, *own, *flag_parameters(JobFlags)])
         settings = {"allow_extra_args": True, "ignore_unknown_options": True}
         app.command(name=name, help=help, context_settings=settings)(wrapper)
         return fn
@@ -128,9 +147,19 @@ def cluster_from(cluster: str | None, config_dir: str | None):
     return load_cluster_config(cluster, config_dir)
 
 
-def submit(flags: JobFlags, default_name: str, groups_factory, wait: bool = False, job_kwargs=None) -> int:
-    """Build the pipeline for one job (plus --dependent_jobs copies), run it and report. Returns the exit code."""
-    from pipeline_kit.pipeline import Job, Pipeline
+@dataclass
+class JobPlan:
+    """One job of a command's plan: its name suffix ('' for the experiment's name), groups and Job options."""
+
+    suffix: str
+    groups: list
+    options: dict = field(default_factory=dict)
+
+
+def submit(flags: JobFlags, default_name: str, plan_factory) -> int:
+    """Build the pipeline (each planned job, plus --dependent_jobs copies of each), run it and report.
+    `plan_factory(cluster)` returns fresh JobPlans each call. Returns the exit code."""
+    from pipeline_kit.pipeline import Job
 
     cluster = cluster_from(flags.cluster, flags.config_dir)
     expname = flags.expname or default_name
@@ -138,22 +167,32 @@ def submit(flags: JobFlags, default_name: str, groups_factory, wait: bool = Fals
     if flags.dependent_jobs < 0:
         raise UserError(f"--dependent_jobs must be 0 or more, got {flags.dependent_jobs}.")
     jobs: list[Job] = []
+    previous: dict[str, Job] = {}
     for i in range(flags.dependent_jobs + 1):
-        groups = groups_factory()
-        for g in groups:
-            g.hardware.partition = g.hardware.partition or flags.partition
-            g.hardware.time_min = g.hardware.time_min or flags.time_min
-            g.hardware.sbatch_kwargs = {**sbatch, **g.hardware.sbatch_kwargs}
-        name = expname if i == 0 else f"{expname}-dep{i}"
-        jobs.append(
-            Job(
+        for plan in plan_factory(cluster):
+            for g in plan.groups:
+                g.hardware.partition = g.hardware.partition or flags.partition
+                g.hardware.time_min = g.hardware.time_min or flags.time_min
+                g.hardware.sbatch_kwargs = {**sbatch, **g.hardware.sbatch_kwargs}
+            name = "-".join(filter(None, [expname, plan.suffix, f"dep{i}" if i else ""]))
+            job = Job(
                 name=name,
-                groups=groups,
-                after=jobs[-1:],
+                groups=plan.groups,
+                after=[previous[plan.suffix]] if plan.suffix in previous else [],
                 run_after=list(flags.run_after or []),
-                **(job_kwargs or {}),
+                **plan.options,
             )
-        )
+            previous[plan.suffix] = job
+            jobs.append(job)
+    if not jobs:
+        typer.echo(f"{expname}: nothing to run")
+        return 0
+    return run_pipeline(flags, cluster, expname, jobs)
+
+
+def run_pipeline(flags: JobFlags, cluster, expname: str, jobs: list) -> int:
+    from pipeline_kit.pipeline import Pipeline
+
     pipeline = Pipeline(
         expname,
         cluster,
@@ -164,14 +203,14 @@ def submit(flags: JobFlags, default_name: str, groups_factory, wait: bool = Fals
         allow_uncommitted=flags.allow_uncommitted,
         cwd=os.getcwd(),
     )
-    result = pipeline.run(dry_run=flags.dry_run, wait=wait)
+    result = pipeline.run(dry_run=flags.dry_run, wait=flags.wait)
     if flags.dry_run:
         typer.echo(result.dry_run_text, nl=False)
         return 0
     for name, ids in result.slurm_ids.items():
         state = result.states.get(name, "SUBMITTED")
         typer.echo(f"{expname}: job {name} {state}" + (f" (slurm job {','.join(ids)})" if ids else ""))
-    if cluster.executor == "slurm" and not wait:
+    if cluster.executor == "slurm" and not flags.wait:
         typer.echo(
             f"submitted experiment {expname}; follow it with `kit status --cluster={flags.cluster or 'none'} {expname}`"
         )

@@ -5,7 +5,7 @@ from typing import Annotated
 
 import typer
 
-from pipeline_kit.cli.job_flags import JobFlags, job_command, submit
+from pipeline_kit.cli.job_flags import JobFlags, JobPlan, job_command, submit
 from pipeline_kit.errors import UserError
 
 
@@ -23,9 +23,6 @@ def register(app: typer.Typer) -> None:
         array_size: Annotated[
             int | None, typer.Option("--array_size", help="Run as N units; each sees $KIT_UNIT.")
         ] = None,
-        wait: Annotated[
-            bool, typer.Option("--wait", help="On Slurm, block until the jobs end; fail if any failed.")
-        ] = False,
     ) -> int:
         from pipeline_kit.pipeline import Command, CommandGroup
 
@@ -42,7 +39,7 @@ def register(app: typer.Typer) -> None:
                 )
         text = " ".join([command, *(shlex.quote(a) for a in flags.extra_args)])
 
-        def groups():
+        def plan(cluster):
             cmd = Command(
                 text,
                 name="cmd",
@@ -51,7 +48,7 @@ def register(app: typer.Typer) -> None:
                 num_nodes=num_nodes,
                 num_tasks=num_tasks,
             )
-            return [CommandGroup([cmd], name="main")]
+            return [JobPlan("", [CommandGroup([cmd], name="main")], {"array_size": array_size})]
 
-        code = submit(flags, "run_cmd", groups, wait=wait, job_kwargs={"array_size": array_size})
+        code = submit(flags, "run_cmd", plan)
         raise typer.Exit(code)

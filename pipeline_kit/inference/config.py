@@ -3,6 +3,7 @@ grammar. An unknown key, a wrong type or a missing required value is one clear e
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, fields, is_dataclass
 
 from pipeline_kit.cluster.schema import did_you_mean
@@ -35,7 +36,9 @@ class InferenceConfig:
 @dataclass
 class GenerateConfig:
     input_file: str = MISSING
-    output_file: str = MISSING
+    output_file: str | None = None  # one unit's output ...
+    output_dir: str | None = None  # ... or a plan's folder: output[-rs{seed}][_chunk_{k}].jsonl for every unit
+    units: list[str] | None = None  # with output_dir: greedy, rs3, chunk_2, rs3_chunk_2 ... [default: every chunk]
     prompt_config: str = "generic/default"
     server: ServerConfig = field(default_factory=ServerConfig)
     inference: InferenceConfig = field(default_factory=InferenceConfig)
@@ -48,6 +51,14 @@ class GenerateConfig:
     rerun_done: bool = False
     postprocess_cmd: str | None = None  # run once the final (merged) file is written
     progress_every: float = 30.0  # seconds between progress lines when not on a terminal
+
+
+def override_value(value: str) -> str:
+    """`value` as a quoted string of the override grammar, read back unchanged: quotes and trailing backslashes are
+    escaped, and so is `${`, which OmegaConf would take for an interpolation (shell commands use it)."""
+    value = re.sub(r"(\\+)(?='|$)", lambda m: m.group(1) * 2, value)
+    value = re.sub(r"(\\*)\$\{", lambda m: m.group(1) * 2 + "\\${", value)
+    return "'" + value.replace("'", "\\'") + "'"
 
 
 def parse_overrides(args: list[str], what: str = "generation") -> GenerateConfig:

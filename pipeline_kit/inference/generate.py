@@ -1,4 +1,4 @@
-"""The generation script of one unit (one input chunk × one seed):
+"""The generation script: one unit (one input chunk × one seed), or every unit of a plan (++output_dir) in turn:
   python -m pipeline_kit.inference.generate ++input_file=... ++output_file=... ++server.base_url=... ++server.model=...
 Skips finished work (.done), resumes from the in-progress file, writes the final file in input order, merges chunks."""
 
@@ -65,6 +65,8 @@ async def generate_unit(cfg: GenerateConfig, rows: list[tuple[int, dict]], all_m
                     t.cancel()
                 await asyncio.gather(*tasks, return_exceptions=True)
                 raise
+            finally:
+                await client.close()
         progress_file.finish(cfg.output_file, len(rows))
     finally:
         progress_file.close()
@@ -74,9 +76,10 @@ def run(cfg: GenerateConfig) -> None:
     out = Path(cfg.output_file)
     merged = unit_files.merged_file(out, cfg.chunk_id) if cfg.num_chunks is not None else None
     if cfg.rerun_done:
-        # a rerun chunk makes the merged file stale: it is merged again once every chunk is done again
-        stale = [out, *([merged] if merged is not None else [])]
-        for p in [*map(unit_files.done_marker, stale), unit_files.in_progress_file(out)]:
+        # a rerun chunk of a merged file: the other chunks are cut back out of it, and all are merged again
+        if merged is not None:
+            unit_files.split_merged(merged, cfg.num_chunks)
+        for p in [unit_files.done_marker(out), unit_files.in_progress_file(out)]:
             p.unlink(missing_ok=True)
     elif merged is not None and unit_files.done_marker(merged).exists():
         say(f"{merged} is done; skipping chunk {cfg.chunk_id} (pass ++rerun_done=true to redo it)")
@@ -102,7 +105,10 @@ def run(cfg: GenerateConfig) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     try:
-        run(parse_overrides(list(sys.argv[1:] if argv is None else argv)))
+        from pipeline_kit.inference.units import expand
+
+        for unit in expand(parse_overrides(list(sys.argv[1:] if argv is None else argv))):
+            run(unit)
     except UserError as e:
         print(f"kit generate: error: {e}", file=sys.stderr)
         return 2

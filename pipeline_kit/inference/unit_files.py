@@ -120,3 +120,19 @@ def merge_chunks(final: Path, num_chunks: int) -> bool:
             done_marker(c).unlink(missing_ok=True)
     lock_path.unlink(missing_ok=True)
     return True
+
+
+def split_merged(final: Path, num_chunks: int) -> None:
+    """Undo a merge so that one chunk can be redone: every chunk file (and .done) is cut back out of `final`, with
+    the same contiguous slices as `read_input`, and `final` loses its .done until the chunks are merged again."""
+    lock_path = Path(f"{final}.lock")
+    with open(lock_path, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done_marker(final).exists():
+            return
+        lines = final.read_text().splitlines(keepends=True)
+        size = math.ceil(len(lines) / num_chunks)
+        for k in range(num_chunks):
+            write_atomic(chunk_file(final, k), "".join(lines[k * size : (k + 1) * size]))
+            write_atomic(done_marker(chunk_file(final, k)), "")
+        done_marker(final).unlink()

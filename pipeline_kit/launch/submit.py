@@ -143,15 +143,16 @@ class Submission:
                 handle = task.handle if hasattr(task, "handle") else task.handles[0]
                 if p.cluster.executor == "slurm" and handle:
                     rec.slurm_ids = [handle.rstrip("/").split("/")[-1]]
-            if p.cluster.executor != "slurm":
-                for rec in record.jobs:
-                    # nemo-run may return a moment before the script's last line ran; a job that never
-                    # writes its .rc file was killed or could not start
-                    deadline = time.monotonic() + 10
-                    while local_outcome(record, rec) is None and time.monotonic() < deadline:
-                        time.sleep(0.1)
-                    rec.state = local_outcome(record, rec) or "FAILED"
-            records.save_record(p.cluster, record)
+        # leaving the context waits for local jobs (nemo-run's run() returns at once for jobs without deps)
+        if p.cluster.executor != "slurm":
+            for rec in record.jobs:
+                # nemo-run may return a moment before the script's last line ran; a job that never
+                # writes its .rc file was killed or could not start
+                deadline = time.monotonic() + 10
+                while local_outcome(record, rec) is None and time.monotonic() < deadline:
+                    time.sleep(0.1)
+                rec.state = local_outcome(record, rec) or "FAILED"
+        records.save_record(p.cluster, record)
         result = RunResult(p.name, run_id, slurm_ids={r.name: r.slurm_ids for r in record.jobs})
         result.states = {r.name: r.state for r in record.jobs if r.state}
         if wait and p.cluster.executor == "slurm":

@@ -19,7 +19,7 @@ class Endpoint:
     (`127.0.0.1`, or `${het_group_host_N}` resolved on the node), `port` a number or None."""
 
     host: str
-    port: int | None
+    port: int | str | None  # a number, or a shell word when the port is picked where the job runs
 
     @property
     def address(self) -> str:

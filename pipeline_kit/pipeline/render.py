@@ -22,6 +22,7 @@ kit_start() {  # NAME SERVICE(0|1) COMMAND
   setsid -w bash -c "$3" > >(tee -a "$log") 2>&1 </dev/null &
   kit_name[$!]=$1; kit_service[$!]=$2; kit_pids+=($!)
 }
+kit_free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("", 0)); print(s.getsockname()[1])'; }
 kit_stop() {
   local p
   for p in "${kit_pids[@]}"; do kill -TERM -- "-$p" 2>/dev/null || kill -TERM "$p" 2>/dev/null; done
@@ -43,7 +44,8 @@ kit_wait() {
   kit_stop; wait 2>/dev/null
   kit_pids=(); kit_name=(); kit_service=()
   return $rc
-}"""
+}
+trap 'kit_stop; exit 143' TERM; trap 'kit_stop; exit 130' INT  # a cancelled job stops what it started"""
 
 
 @dataclass(frozen=True)
@@ -76,6 +78,20 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def runtime_port(command: Command, job: Job, ctx: ScriptContext) -> str | None:
+    """The shell variable holding an `auto` port picked where the job runs: the elements of a Slurm array share
+    nodes, so one port fixed at submission would clash (an exclusive allocation keeps its fixed 5000+i)."""
+    group = next(g for g in job.groups if any(c is command for c in g.commands))
+    if ctx.executor == "slurm" and job.array_size and command.port == AUTO_PORT and not group.hardware.exclusive:
+        return f"KIT_PORT_{command.name.replace('-', '_').replace('.', '_')}"
+    return None
+
+
+def _port(command: Command, job: Job, ctx: ScriptContext, ports: dict[int, int]) -> int | str:
+    var = runtime_port(command, job, ctx)
+    return f"${{{var}}}" if var else ports[id(command)]
+
+
 def endpoints(command: Command, job: Job, ctx: ScriptContext, ports: dict[int, int]) -> dict[str, Endpoint]:
     """The resolved `refs` of a command: same group or not on Slurm → 127.0.0.1 or the other group's first host."""
     group_of = {id(c): gi for gi, g in enumerate(job.groups) for c in g.commands}
@@ -89,7 +105,7 @@ def endpoints(command: Command, job: Job, ctx: ScriptContext, ports: dict[int, i
             )
         theirs = group_of[id(target)]
         host = f"${{{HET_HOST_VAR}_{theirs}}}" if ctx.executor == "slurm" and theirs != mine else "127.0.0.1"
-        out[ref_name] = Endpoint(host=host, port=ports[id(target)])
+        out[ref_name] = Endpoint(host=host, port=_port(target, job, ctx, ports))
     return out
 
 
@@ -100,7 +116,7 @@ def command_text(command: Command, job: Job, ctx: ScriptContext, ports: dict[int
         raise UserError(f"job '{job.name}': command '{command.name}' built an empty command; check its builder.")
     exports = [f"export {k}={shlex.quote(str(v))}" for k, v in command.env.items()]
     if id(command) in ports:
-        exports.append(f"export KIT_PORT={ports[id(command)]}")
+        exports.append(f"export KIT_PORT={_port(command, job, ctx, ports)}")
     return "\n".join([*exports, text])
 
 
@@ -118,6 +134,11 @@ def _header(job: Job, ctx: ScriptContext) -> list[str]:
 
 def _start_lines(job: Job, group_indices: list[int], ctx: ScriptContext, ports: dict[int, int]) -> list[str]:
     lines = []
+    for gi in group_indices:
+        for command in job.groups[gi].commands:
+            var = runtime_port(command, job, ctx)
+            if var:
+                lines.append(f"export {var}=$(kit_free_port)")
     for gi in group_indices:
         for command in job.groups[gi].commands:
             text = command_text(command, job, ctx, ports)

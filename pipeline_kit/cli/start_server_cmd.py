@@ -1,0 +1,154 @@
+"""`kit start_server`: one model server as a job of the declarative layer, kept in the foreground. It prints the
+address (and, with --create_tunnel, forwards the port over the cluster's SSH tunnel) and stops the job on Ctrl-C."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import threading
+import time
+from typing import Annotated
+
+import typer
+
+from pipeline_kit.cli.job_flags import JobFlags, cluster_from, job_command
+from pipeline_kit.cli.server_flags import ServerFlags
+from pipeline_kit.errors import UserError
+
+
+def register(app: typer.Typer) -> None:
+    @job_command(app, "start_server", help="Start a model server in the foreground and print its address.")
+    def start_server(
+        flags: JobFlags,
+        server: ServerFlags,
+        create_tunnel: Annotated[
+            bool, typer.Option("--create_tunnel", help="Forward the server's port here over the cluster's SSH tunnel.")
+        ] = False,
+        ready_timeout: Annotated[
+            float, typer.Option("--ready_timeout", help="Seconds to wait for the server to answer.")
+        ] = 1800.0,
+    ) -> int:
+        from pipeline_kit.pipeline import Job, Pipeline
+        from pipeline_kit.servers.component import server_container, server_group
+
+        if not server.starts_server():
+            raise UserError(f"--server_type={server.server_type} with --server_address: there is nothing to start.")
+        cluster = cluster_from(flags.cluster, flags.config_dir)
+        if create_tunnel and cluster.ssh_tunnel is None:
+            raise UserError(
+                f"--create_tunnel needs an ssh_tunnel section in {cluster.source}; add one or drop the flag."
+            )
+        spec = server.spec()
+        port = server.port() if server.server_port is not None else _free_port()
+        group = server_group(spec, server_container(spec, cluster, server.server_container), port)
+        group.hardware.partition = flags.partition
+        group.hardware.time_min = flags.time_min
+        group.hardware.sbatch_kwargs = flags.sbatch_dict()
+        expname = flags.expname or "server"
+        pipeline = Pipeline(
+            expname,
+            cluster,
+            [Job(expname, [group], run_after=list(flags.run_after or []))],
+            log_dir=flags.log_dir,
+            mount_paths=flags.mounts(),
+            reuse_code=flags.reuse_code,
+            allow_uncommitted=flags.allow_uncommitted,
+        )
+        if flags.dry_run:
+            typer.echo(pipeline.run(dry_run=True).dry_run_text, nl=False)
+            raise typer.Exit(0)
+        if cluster.executor == "slurm":
+            raise typer.Exit(_foreground_on_slurm(pipeline, expname, port, create_tunnel, ready_timeout))
+        raise typer.Exit(_foreground_here(pipeline, expname, port, ready_timeout))
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _announce_when_ready(url: str, timeout: float, log: str | None, stop: threading.Event) -> None:
+    from pipeline_kit.inference.server_wait import ServerError, wait_until_ready
+
+    try:
+        waited = wait_until_ready(url, timeout, log)
+    except ServerError as e:
+        if not stop.is_set():
+            typer.echo(f"kit start_server: {e}", err=True)
+        return
+    if not stop.is_set():
+        typer.echo(f"kit start_server: ready after {waited:.0f} s at {url}", err=True)
+
+
+def _foreground_here(pipeline, expname: str, port: int, ready_timeout: float) -> int:
+    """none/local: the job runs until the server exits or Ctrl-C (which cancels it)."""
+    from pipeline_kit.launch.monitor import cancel_experiment
+    from pipeline_kit.launch.records import load_latest
+
+    url = f"http://127.0.0.1:{port}/v1"
+    typer.echo(f"kit start_server: {expname} serves at {url} (Ctrl-C stops it)", err=True)
+    stop = threading.Event()
+    threading.Thread(target=_announce_when_ready, args=(url, ready_timeout, None, stop), daemon=True).start()
+    try:
+        result = pipeline.run(wait=True)
+    except KeyboardInterrupt:
+        stop.set()
+        cancel_experiment(pipeline.cluster, load_latest(pipeline.cluster, expname))
+        typer.echo("kit start_server: stopped", err=True)
+        return 130
+    stop.set()
+    typer.echo(f"kit start_server: the server ended ({', '.join(result.states.values()) or 'no state'})", err=True)
+    return 0 if result.ok else 1
+
+
+def _foreground_on_slurm(pipeline, expname: str, port: int, create_tunnel: bool, ready_timeout: float) -> int:
+    """Slurm: submit, wait for the node, print the address (tunnelled here with --create_tunnel), then stay until
+    the job ends; Ctrl-C cancels it."""
+    from pipeline_kit.launch.monitor import cancel_experiment, slurm_rows
+    from pipeline_kit.launch.records import load_latest
+    from pipeline_kit.launch.remote import remote_run, ssh_argv
+
+    cluster = pipeline.cluster
+    result = pipeline.run()
+    job_id = result.slurm_ids[expname][0]
+    record = load_latest(cluster, expname)
+    log = f"{record.log_dir}/{expname}/server.log"
+    typer.echo(f"kit start_server: submitted slurm job {job_id}; log {log}", err=True)
+    tunnel = None
+    stop = threading.Event()
+    try:
+        node = None
+        while node is None:
+            out = remote_run(cluster, f"squeue -h -j {job_id} -o '%T %N'", check=False).stdout.split()
+            if out and out[0] == "RUNNING" and len(out) > 1:
+                node = remote_run(cluster, f"scontrol show hostnames {out[1]} | head -n1").stdout.strip()
+            elif not out or out[0] not in ("PENDING", "CONFIGURING", "RUNNING"):
+                typer.echo(f"kit start_server: job {job_id} ended before it ran ({' '.join(out) or 'gone'})", err=True)
+                return 1
+            else:
+                time.sleep(1)
+        url = f"http://{node}:{port}/v1"
+        if create_tunnel:
+            tunnel = subprocess.Popen(
+                [*ssh_argv(cluster)[:-1], "-N", "-L", f"{port}:{node}:{port}", ssh_argv(cluster)[-1]]
+            )
+            url = f"http://127.0.0.1:{port}/v1"
+        typer.echo(f"kit start_server: {expname} serves at {url} on {node} (Ctrl-C stops it)", err=True)
+        local_log = None if cluster.ssh_tunnel else log
+        threading.Thread(target=_announce_when_ready, args=(url, ready_timeout, local_log, stop), daemon=True).start()
+        while True:
+            rows = slurm_rows(cluster, [job_id])
+            state = rows[job_id] if job_id in rows else "PENDING"  # sacct may lag behind squeue
+            if state not in ("PENDING", "RUNNING"):
+                typer.echo(f"kit start_server: job {job_id} ended ({state})", err=True)
+                return 0 if state == "SUCCEEDED" else 1
+            time.sleep(2)
+    except KeyboardInterrupt:
+        cancel_experiment(cluster, record)
+        typer.echo(f"kit start_server: cancelled slurm job {job_id}", err=True)
+        return 130
+    finally:
+        stop.set()
+        if tunnel is not None:
+            tunnel.terminate()

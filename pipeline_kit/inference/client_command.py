@@ -1,0 +1,45 @@
+"""The generation client as a Command of the declarative layer: an explicit builder object that turns the resolved
+server endpoint into the `python -m pipeline_kit.inference.generate ++...` command line."""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+
+from pipeline_kit.inference.config import override_value
+from pipeline_kit.pipeline.model import Endpoint
+from pipeline_kit.servers.base import ServerSpec, get_server_type
+from pipeline_kit.servers.component import SERVER_LOG, SERVER_NAME
+
+CLIENT_PYTHON_VAR = "KIT_CLIENT_PYTHON"  # a cluster config may point it at an env that has kit's client deps
+
+
+@dataclass(frozen=True)
+class ClientCommand:
+    """`python`: the default interpreter (overridden by $KIT_CLIENT_PYTHON where the job runs); `overrides`: the
+    ++key=value arguments of the generation script, except the server's address, which comes from `refs`.
+    `shares`: the unit labels of each array element (`$KIT_UNIT` picks one); a single share for a plain job."""
+
+    python: str
+    server: ServerSpec
+    overrides: tuple[str, ...]
+    shares: tuple[tuple[str, ...], ...]
+
+    def __call__(self, refs: dict[str, Endpoint]) -> str:
+        if SERVER_NAME in refs:  # kit started the server in this job
+            endpoint = refs[SERVER_NAME]
+            base_url = get_server_type(self.server.server_type).base_url(self.server, endpoint.host, endpoint.port)
+            server_args = [f'"++server.base_url={base_url}"', f'"++server.server_log={SERVER_LOG}"']
+        else:
+            server_args = [shlex.quote(f"++server.base_url={self.server.address}")]
+        args = [*server_args, shlex.quote(f"++server.model={override_value(self.server.name)}")]
+        args += [shlex.quote(a) for a in self.overrides]
+        lists = [f"[{','.join(share)}]" for share in self.shares]  # labels: letters, digits, _
+        prefix = ""
+        if len(lists) == 1:
+            args.append(shlex.quote(f"++units={lists[0]}"))
+        else:
+            prefix = f"kit_shares=({' '.join(map(shlex.quote, lists))})\n"
+            args.append('"++units=${kit_shares[$KIT_UNIT]}"')
+        python = f'"${{{CLIENT_PYTHON_VAR}:-{self.python}}}"'
+        return f"{prefix}{python} -m pipeline_kit.inference.generate {' '.join(args)}"

@@ -1,0 +1,178 @@
+"""`kit generate` through the declarative layer against a stub OpenAI-compatible endpoint (--server_type=openai):
+the chunks × seeds files and .done markers, finished units left out of the plan, --rerun_done, several jobs as an
+array, a client-only array on the real Slurm, and the flag errors. Real vLLM runs in test_generate_vllm.py."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+from conftest import need, problems, rows
+
+
+@pytest.fixture
+def none_cluster(configs):
+    d = configs("local-procs", "executor: none\njob_dir: JOB_DIR\n")
+    return ["--cluster=local-procs", f"--config_dir={d}"]
+
+
+def endpoint(stub) -> list[str]:
+    return ["--server_type=openai", f"--server_address={stub.url}", "--model=stub"]
+
+
+def test_chunks_times_seeds_give_merged_files_with_done_markers(kit, none_cluster, stub, tmp_path):
+    server = stub()
+    inp, out = problems(tmp_path, 10), tmp_path / "out"
+    args = [*none_cluster, *endpoint(server), f"--input_file={inp}", f"--output_dir={out}"]
+    res = kit(
+        "generate", *args, "--num_chunks=2", "--num_random_seeds=2", "--starting_seed=4", "++inference.temperature=0.5"
+    )
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert sorted(p.name for p in out.iterdir()) == [
+        "output-rs4.jsonl",
+        "output-rs4.jsonl.done",
+        "output-rs5.jsonl",
+        "output-rs5.jsonl.done",
+    ]
+    for seed in (4, 5):
+        got = rows(out / f"output-rs{seed}.jsonl")
+        assert [r["id"] for r in got] == list(range(10))
+        assert all(r["generation"] == f"\\boxed{{{r['id']}}}" for r in got)
+    sent = server.requests()
+    assert len(sent) == 20
+    assert sorted({r["body"]["seed"] for r in sent}) == [4, 5] and {r["body"]["temperature"] for r in sent} == {0.5}
+
+    # every unit is done: nothing is planned and nothing is requested
+    again = kit("generate", *args, "--num_chunks=2", "--num_random_seeds=2", "--starting_seed=4")
+    assert again.returncode == 0, again.stderr
+    assert "4 of 4 units are done already" in again.stdout and "nothing to run" in again.stdout
+    assert len(server.requests()) == 20
+
+    # --rerun_done redoes exactly the units named
+    redo = kit("generate", *args, "--num_chunks=2", "--random_seeds=5", "--chunk_ids=1", "--rerun_done")
+    assert redo.returncode == 0, redo.stdout + redo.stderr
+    assert len(server.requests()) == 25
+    assert [r["id"] for r in rows(out / "output-rs5.jsonl")] == list(range(10))  # merged again, in order
+    assert not list(out.glob("*_chunk_*"))
+
+
+def test_greedy_run_then_a_partly_done_plan_as_an_array(kit, none_cluster, stub, tmp_path):
+    server = stub()
+    inp, out = problems(tmp_path, 9), tmp_path / "out"
+    args = [*none_cluster, *endpoint(server), f"--input_file={inp}", f"--output_dir={out}"]
+    greedy = kit("generate", *args, "--expname=greedy")
+    assert greedy.returncode == 0, greedy.stdout + greedy.stderr
+    assert [r["id"] for r in rows(out / "output.jsonl")] == list(range(9))
+    assert "seed" not in server.requests()[0]["body"]
+
+    # chunk 0 of seed 0 is done before the run: the other 5 units run as 2 array units of the same job
+    first = kit("generate", *args, "--expname=part", "--num_chunks=3", "--random_seeds=0", "--chunk_ids=0")
+    assert first.returncode == 0, first.stderr
+    res = kit("generate", *args, "--expname=sampled", "--num_chunks=3", "--num_random_seeds=2", "--num_jobs=2")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "1 of 6 units are done already" in res.stdout
+    assert len(server.requests()) == 9 + 3 + 15
+    for seed in (0, 1):
+        assert [r["id"] for r in rows(out / f"output-rs{seed}.jsonl")] == list(range(9))
+    logs = kit("logs", *none_cluster, "sampled").stdout
+    assert "unit0-client.log" in logs and "unit1-client.log" in logs
+
+
+def test_postprocess_runs_on_the_merged_file(kit, none_cluster, stub, tmp_path):
+    server = stub()
+    inp, out = problems(tmp_path, 4), tmp_path / "out"
+    post = f"{sys.executable} -c \"import os; print('post', os.environ['KIT_OUTPUT_FILE'])\""
+    res = kit(
+        "generate",
+        *none_cluster,
+        *endpoint(server),
+        f"--input_file={inp}",
+        f"--output_dir={out}",
+        "--num_chunks=2",
+        f"--postprocess_cmd={post}",
+    )
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert f"post {out}/output.jsonl" in kit("logs", *none_cluster, "generate").stdout
+
+
+@pytest.mark.slurm
+def test_client_only_array_on_slurm(kit, configs, stub, tmp_path):
+    """An external endpoint: each array element is a client on a fake node; they reach the stub on this host."""
+    need("SLURM_CONF", "the local Slurm cluster")
+    d = configs(
+        "slurm",
+        f"executor: slurm\njob_dir: JOB_DIR\naccount: root\npartition: debug\nenv_vars:\n"
+        f"  - KIT_CLIENT_PYTHON={sys.executable}\n",
+    )
+    server = stub()
+    inp, out = problems(tmp_path, 6), tmp_path / "out"
+    res = kit(
+        "generate",
+        "--cluster=slurm",
+        f"--config_dir={d}",
+        *endpoint(server),
+        f"--input_file={inp}",
+        f"--output_dir={out}",
+        "--num_chunks=3",
+        "--wait",
+        timeout=240,
+    )
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert [r["id"] for r in rows(out / "output.jsonl")] == list(range(6))
+    assert len(server.requests()) == 6
+
+
+@pytest.mark.parametrize(
+    "flags, needle",
+    [
+        (["--num_random_seeds=2", "--random_seeds=1"], "give --num_random_seeds or --random_seeds, not both"),
+        (["--chunk_ids=1"], "--chunk_ids needs --num_chunks"),
+        (["--num_chunks=2", "--chunk_ids=0,x"], "--chunk_ids=0,x: 'x' is not a number"),
+        (["--num_chunks=2", "--chunk_ids=2"], "chunk 2 is out of range 0..1"),
+        (["--server_type=vllm2"], "Did you mean 'vllm'?"),
+        (["--server_type=openai"], "--server_type=openai needs --server_address"),
+        (["--server_address=localhost:8000"], "is not a URL like http://host:8000/v1"),
+        (["--server_nodes=0"], "use 0 or more GPUs and 1 or more nodes"),
+        (["--input_file=missing.jsonl"], "--input_file="),
+        (["--num_jobs=0"], "--num_jobs must be at least 1"),
+    ],
+)
+def test_flag_errors_are_one_line_exit_2(kit, none_cluster, tmp_path, flags, needle):
+    inp = problems(tmp_path, 2)
+    base = [*none_cluster, "--model=/m", f"--input_file={inp}", f"--output_dir={tmp_path / 'out'}"]
+    res = kit("generate", *base, *flags)
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert needle in res.stderr and len(res.stderr.strip().splitlines()) == 1, res.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_relative_paths_are_refused_off_this_machine(kit, configs):
+    d = configs("slurm", "executor: slurm\njob_dir: JOB_DIR\npartition: debug\n")
+    res = kit(
+        "generate", "--cluster=slurm", f"--config_dir={d}", "--model=/m", "--input_file=in.jsonl", "--output_dir=/o"
+    )
+    assert res.returncode == 2 and "--input_file=in.jsonl is relative" in res.stderr, res.stderr
+
+
+def test_generate_has_no_lambda_references(tmp_path):
+    """The client's reference to the server is an explicit object, so a plan can be inspected and compared."""
+    from pipeline_kit.inference.client_command import ClientCommand
+    from pipeline_kit.pipeline.model import Endpoint
+    from pipeline_kit.servers import ServerSpec
+
+    client = ClientCommand("python3", ServerSpec("vllm", "/m"), ("++input_file=/i",), (("rs0",), ("rs1",)))
+    text = client({"server": Endpoint("node7", 5000)})
+    assert "++server.base_url=http://node7:5000/v1" in text
+    assert text.startswith("kit_shares=('[rs0]' '[rs1]')\n") and '"++units=${kit_shares[$KIT_UNIT]}"' in text
+    assert json.dumps(client.shares) == '[["rs0"], ["rs1"]]'
+
+
+@pytest.mark.parametrize(
+    "value", ["/a b/c", "x -c \"print('post')\"", "a\\b", "tail\\", 'echo "${KIT_OUTPUT_FILE}"', "it\\'s"]
+)
+def test_values_reach_the_generation_script_unchanged(value):
+    from pipeline_kit.inference.config import override_value, parse_overrides
+
+    required = ["++input_file=i", "++server.base_url=u", "++server.model=m"]
+    assert parse_overrides([f"++postprocess_cmd={override_value(value)}", *required]).postprocess_cmd == value
