@@ -3,10 +3,13 @@ flags, --server_args pass-through, and the errors for impossible requests."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from pipeline_kit.errors import UserError
 from pipeline_kit.servers import ServerSpec, get_server_type
+from pipeline_kit.servers.base import HEAD_HOST
 
 
 def command(kind: str, **kw) -> str:
@@ -24,14 +27,14 @@ def test_vllm_multi_node_goes_through_ray():
     cmd = command("vllm", gpus=8, nodes=2, served_model_name="qwen")
     assert cmd.startswith('if [ "${SLURM_PROCID:-0}" = 0 ]; then ray start --head --port=6379 && ')
     assert "--tensor-parallel-size 8 --pipeline-parallel-size 2 --distributed-executor-backend ray" in cmd
-    assert cmd.endswith("else ray start --address=${KIT_SERVER_HEAD:-127.0.0.1}:6379 --block; fi")
+    assert cmd.endswith(f"else ray start --address={HEAD_HOST}:6379 --block; fi")
 
 
 def test_sglang_multi_node_uses_dist_init_flags():
     assert command("sglang", gpus=8, nodes=2) == (
         "${KIT_SERVER_PYTHON:-python3} -m sglang.launch_server --model-path /models/qwen"
         " --served-model-name /models/qwen --host 0.0.0.0 --port 8000 --tp 16"
-        " --nnodes 2 --node-rank ${SLURM_PROCID:-0} --dist-init-addr ${KIT_SERVER_HEAD:-127.0.0.1}:20000"
+        f" --nnodes 2 --node-rank ${{SLURM_PROCID:-0}} --dist-init-addr {HEAD_HOST}:20000"
     )
 
 
@@ -61,3 +64,26 @@ def test_external_endpoint_starts_nothing_and_needs_an_address():
 def test_impossible_requests_are_user_errors(kind, kw, needle):
     with pytest.raises(UserError, match=needle):
         command(kind, **kw)
+
+
+@pytest.mark.slurm
+def test_multi_node_head_is_the_first_node_of_the_servers_step(kit, configs):
+    """The head address a multi-node server's other nodes join, evaluated inside a real 2-node Slurm step."""
+    from conftest import need
+
+
+    need("SLURM_CONF", "the local Slurm cluster")
+    d = configs("slurm", "executor: slurm\njob_dir: JOB_DIR\naccount: root\npartition: debug\n")
+    res = kit(
+        "run_cmd",
+        "--cluster=slurm",
+        f"--config_dir={d}",
+        "--expname=heads",
+        "--num_nodes=2",
+        "--wait",
+        f"--command=echo head=$SLURMD_NODENAME:{HEAD_HOST}",
+    )
+    assert res.returncode == 0, res.stdout + res.stderr
+    logs = kit("logs", "--cluster=slurm", f"--config_dir={d}", "heads").stdout
+    heads = sorted(set(re.findall(r"head=(\S+)", logs)))
+    assert len(heads) == 2 and {h.split(":")[1] for h in heads} == {heads[0].split(":")[0]}, logs

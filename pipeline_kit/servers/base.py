@@ -11,8 +11,9 @@ from pipeline_kit.errors import UserError
 # the interpreter that runs a server; a cluster config may point it at the server's own env (env_vars:
 # ["KIT_SERVER_PYTHON=/opt/vllm-venv/bin/python"]); containers default to their python3
 SERVER_PYTHON = "${KIT_SERVER_PYTHON:-python3}"
-# first host of the server's allocation, known where the job runs (the head for multi-node launches)
-HEAD_HOST = "${KIT_SERVER_HEAD:-127.0.0.1}"
+# first host of the server's nodes, found where the job runs (the head of a multi-node launch); srun sets the
+# step's node list, a plain allocation the job's
+HEAD_HOST = '${KIT_SERVER_HEAD:-$(scontrol show hostnames "${SLURM_STEP_NODELIST:-$SLURM_JOB_NODELIST}" | head -n1)}'
 
 
 @dataclass
