@@ -1,6 +1,7 @@
 """Core speed figures, as ratios to a baseline taken in the same run (see BENCHMARKS.md).
 
   python benchmarks/bench_core.py [--slurm]   (--slurm also submits 800 units to the local test cluster)
+Also times `kit generate --dry_run` for 100 chunks x 8 seeds (the same shape, built by the CLI).
 Shape of the 800-unit pipeline: one generate-shaped job (a vLLM-like server service + a client in one group,
 1 GPU) as a Slurm array of 100 chunks x 8 seeds, unit -> (chunk, seed) from $KIT_UNIT."""
 
@@ -57,6 +58,10 @@ def main() -> None:
     dry = timed([sys.executable, d / "p.py", "slurm", str(d), "dry"], n=3, env=env, cwd=d)
     bare = timed([sys.executable, "-c", "import nemo_run"], n=3)  # nemo-run's own import, Lepton SDK included
     print(f"dry run, 800 units (1 array job): {dry:.2f} s; plain `import nemo_run`: {bare:.2f} s ({dry / bare:.2f}x)")
+    gen = [BIN / "kit", "generate", "--cluster=slurm", f"--config_dir={d}", "--model=/models/qwen", "--server_gpus=8"]
+    gen += ["--input_file=/data/in.jsonl", "--output_dir=/data/out", "--num_chunks=100", "--num_random_seeds=8"]
+    gen_dry = timed([*gen, "--dry_run"], n=3, env=env, cwd=d)
+    print(f"kit generate --dry_run, 100 chunks x 8 seeds: {gen_dry:.2f} s ({gen_dry / bare:.2f}x import nemo_run)")
     if "--slurm" in sys.argv:
         subs, exits = [], []
         for _ in range(3):

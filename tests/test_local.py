@@ -192,3 +192,32 @@ def test_log_dir_flag_puts_logs_there(kit, configs, tmp_path):
     assert res.returncode == 0, res.stderr
     assert (log_dir / "logged" / "cmd.log").read_text() == "to my folder\n"
     assert str(log_dir) in kit("logs", *cluster, "logged").stdout
+
+
+def test_kit_cancel_stops_a_running_job_and_its_commands(kit, configs, user_repo, tmp_path):
+    """`kit cancel` signals the job's script; its trap stops the commands it started in their own sessions."""
+    import time
+
+    from conftest import BIN, SERVICES
+
+    cluster = none_cluster(configs)
+    marker = tmp_path / "still-running"
+    env = {**os.environ, **SERVICES, "KIT_HOME": str(tmp_path / "home" / ".kit")}
+    proc = subprocess.Popen(
+        [str(BIN / "kit"), "run_cmd", *cluster, "--expname=long", f"--command=sleep 300; touch {marker}"],
+        cwd=user_repo,
+        env=env,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.time() + 60
+    while subprocess.run(["pgrep", "-f", "^sleep 300$"], capture_output=True).returncode != 0:
+        assert time.time() < deadline, "the job never ran"
+        time.sleep(0.5)
+    res = kit("cancel", *cluster, "long")
+    assert res.returncode == 0, res.stderr
+    out, _ = proc.communicate(timeout=60)
+    assert "long: job long CANCELLED" in out, out
+    time.sleep(0.5)
+    assert subprocess.run(["pgrep", "-f", "^sleep 300$"], capture_output=True).returncode == 1  # the command is gone
+    assert states(kit, cluster, "long") == {"long": "CANCELLED"}

@@ -40,7 +40,10 @@ def test_sglang_multi_node_uses_dist_init_flags():
 
 def test_trtllm_and_transformers_commands():
     assert command("trtllm", gpus=4) == "trtllm-serve /models/qwen --host 0.0.0.0 --port 8000 --tp_size 4"
-    assert command("transformers").endswith("transformers serve /models/qwen --device cpu --host 0.0.0.0 --port 8000")
+    assert command("transformers").endswith(
+        "${KIT_SERVER_PYTHON:-python3} -m transformers.cli.transformers serve /models/qwen --device cpu"
+        " --host 0.0.0.0 --port 8000"
+    )
 
 
 def test_external_endpoint_starts_nothing_and_needs_an_address():
@@ -70,7 +73,6 @@ def test_impossible_requests_are_user_errors(kind, kw, needle):
 def test_multi_node_head_is_the_first_node_of_the_servers_step(kit, configs):
     """The head address a multi-node server's other nodes join, evaluated inside a real 2-node Slurm step."""
     from conftest import need
-
 
     need("SLURM_CONF", "the local Slurm cluster")
     d = configs("slurm", "executor: slurm\njob_dir: JOB_DIR\naccount: root\npartition: debug\n")

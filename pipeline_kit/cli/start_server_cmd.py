@@ -82,24 +82,16 @@ def _announce_when_ready(url: str, timeout: float, log: str | None, stop: thread
 
 
 def _foreground_here(pipeline, expname: str, port: int, ready_timeout: float) -> int:
-    """none/local: the job runs until the server exits or Ctrl-C (which cancels it)."""
-    from pipeline_kit.launch.monitor import cancel_experiment
-    from pipeline_kit.launch.records import load_latest
-
+    """none/local: the job runs until the server exits or Ctrl-C (which cancels it, see launch.submit)."""
     url = f"http://127.0.0.1:{port}/v1"
     typer.echo(f"kit start_server: {expname} serves at {url} (Ctrl-C stops it)", err=True)
     stop = threading.Event()
     threading.Thread(target=_announce_when_ready, args=(url, ready_timeout, None, stop), daemon=True).start()
-    try:
-        result = pipeline.run(wait=True)
-    except KeyboardInterrupt:
-        stop.set()
-        cancel_experiment(pipeline.cluster, load_latest(pipeline.cluster, expname))
-        typer.echo("kit start_server: stopped", err=True)
-        return 130
+    result = pipeline.run(wait=True)
     stop.set()
-    typer.echo(f"kit start_server: the server ended ({', '.join(result.states.values()) or 'no state'})", err=True)
-    return 0 if result.ok else 1
+    states = set(result.states.values())
+    typer.echo(f"kit start_server: the server ended ({', '.join(sorted(states)) or 'no state'})", err=True)
+    return 130 if states == {"CANCELLED"} else 0 if result.ok else 1
 
 
 def _foreground_on_slurm(pipeline, expname: str, port: int, create_tunnel: bool, ready_timeout: float) -> int:

@@ -3,6 +3,7 @@ and cancels it. Everything starts from the experiment record."""
 
 from __future__ import annotations
 
+import os
 import shlex
 import time
 from dataclasses import dataclass, field
@@ -131,6 +132,8 @@ def experiment_status(cluster: ClusterConfig, record: ExperimentRecord) -> list[
 
 
 def _nemo_run_states(cluster: ClusterConfig, record: ExperimentRecord) -> dict[str, str]:
+    if record.executor == "none":
+        return [job.name for job in record.jobs if job.state is None and _signal_local_job(record, job)]
     import contextlib
     import io
 
@@ -162,6 +165,8 @@ def cancel_experiment(cluster: ClusterConfig, record: ExperimentRecord) -> list[
         if ids:
             remote_run(cluster, f"scancel {' '.join(ids)}")
         return [j.name for j in record.jobs if j.slurm_ids]
+    if record.executor == "none":
+        return [job.name for job in record.jobs if job.state is None and _signal_local_job(record, job)]
     import contextlib
     import io
 
@@ -175,6 +180,21 @@ def cancel_experiment(cluster: ClusterConfig, record: ExperimentRecord) -> list[
                 exp.cancel(job.task_id)
                 acted.append(job.name)
     return acted
+
+
+def _signal_local_job(record: ExperimentRecord, job: JobRecord) -> bool:
+    """SIGTERM to a none job's script (its pid file; checked to still be that script); its trap stops its commands."""
+    import signal
+
+    try:
+        pid = int((Path(record.log_dir) / f"{job.name}.pid").read_text())
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except (OSError, ValueError):
+        return False
+    if b"bash" not in cmdline or local_outcome(record, job) is not None:
+        return False
+    os.kill(pid, signal.SIGTERM)
+    return True
 
 
 def log_files(cluster: ClusterConfig, record: ExperimentRecord) -> dict[str, list[str]]:

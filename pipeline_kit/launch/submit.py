@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import sys
 import time
 from dataclasses import dataclass
 
@@ -130,7 +131,7 @@ class Submission:
         p = self.pipeline
         record = records.ExperimentRecord(p.name, run_id, p.cluster.executor, self.log_dir)
         chatter = io.StringIO()  # nemo-run's progress panels; kit prints its own summary
-        with contextlib.redirect_stdout(chatter), self.experiment() as exp:
+        with contextlib.redirect_stdout(chatter), _cancel_on_interrupt(p.cluster, record), self.experiment() as exp:
             record.nemo_run_id = exp._id
             record.jobs = [
                 records.JobRecord(j.name, t.id, [g.name for g in j.groups], j.array_size)
@@ -158,6 +159,29 @@ class Submission:
         if wait and p.cluster.executor == "slurm":
             result.states = wait_for_states(p.cluster, record)
         return result
+
+
+@contextlib.contextmanager
+def _cancel_on_interrupt(cluster, record: records.ExperimentRecord):
+    """On none, Ctrl-C cancels the running jobs (their scripts stop what they started), so nemo-run's wait ends
+    normally with the jobs CANCELLED; a KeyboardInterrupt inside that wait would leave it hanging on its threads."""
+    import signal
+    import threading
+
+    if cluster.executor != "none" or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    from pipeline_kit.launch.monitor import cancel_experiment
+
+    def cancel(signum, frame):
+        print("kit: interrupted; cancelling the running jobs", file=sys.stderr, flush=True)
+        cancel_experiment(cluster, record)
+
+    previous = signal.signal(signal.SIGINT, cancel)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _describe_request(request) -> str:

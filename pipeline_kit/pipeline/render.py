@@ -45,7 +45,12 @@ kit_wait() {
   kit_pids=(); kit_name=(); kit_service=()
   return $rc
 }
-trap 'kit_stop; exit 143' TERM; trap 'kit_stop; exit 130' INT  # a cancelled job stops what it started"""
+kit_cancel() {  # a cancelled job stops what it started (and on none/local records that it was cancelled)
+  kit_stop
+  [ -z "${KIT_RC_FILE:-}" ] || { echo CANCELLED > "$KIT_RC_FILE.tmp" && mv -f "$KIT_RC_FILE.tmp" "$KIT_RC_FILE"; }
+  exit "$1"
+}
+trap 'kit_cancel 143' TERM; trap 'kit_cancel 130' INT"""
 
 
 @dataclass(frozen=True)
@@ -182,7 +187,7 @@ def _dependency_guard(job: Job, after_rc_files: list[str], dependency_type: str)
     files = " ".join(shlex.quote(f) for f in after_rc_files)
     lines = [f'for f in {files}; do while [ ! -e "$f" ]; do sleep 1; done; done']
     if dependency_type == "afterok":
-        rc_file = f'"$KIT_LOG_DIR/{job.name}.rc"'
+        rc_file = '"$KIT_RC_FILE"'
         lines += [
             f"for f in {files}; do",
             '  if [ "$(cat "$f")" != 0 ]; then',
@@ -204,6 +209,9 @@ def local_job_script(
     """The script for `none`/`local`: every group of the job runs at once on this host; array units run in turn.
     `after_rc_files` are the .rc files of the jobs it depends on (this pipeline's and earlier experiments')."""
     lines = _header(job, ctx)
+    lines.append(f'export KIT_RC_FILE="$KIT_LOG_DIR/{job.name}.rc"')
+    if ctx.executor == "none":  # `kit cancel` signals this script, whose trap stops what it started
+        lines.append(f'echo $$ > "$KIT_LOG_DIR/{job.name}.pid"')
     lines += _dependency_guard(job, list(after_rc_files), dependency_type)
     lines += _unit_runner(job, _start_lines(job, list(range(len(job.groups))), ctx, ports))
     if job.array_size:
@@ -219,6 +227,5 @@ def local_job_script(
     else:
         lines += ["export KIT_UNIT=0", "kit_unit; rc=$?"]
     # the job's outcome, read by `kit status` (nemo-run's local status can lag behind)
-    rc_file = f'"$KIT_LOG_DIR/{job.name}.rc"'
-    lines += [f"echo $rc > {rc_file}.tmp && mv -f {rc_file}.tmp {rc_file}", "exit $rc"]
+    lines += ['echo $rc > "$KIT_RC_FILE.tmp" && mv -f "$KIT_RC_FILE.tmp" "$KIT_RC_FILE"', "exit $rc"]
     return "\n".join(lines) + "\n"

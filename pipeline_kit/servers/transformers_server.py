@@ -6,7 +6,7 @@ from __future__ import annotations
 import shlex
 
 from pipeline_kit.errors import UserError
-from pipeline_kit.servers.base import ServerSpec, ServerType, extra_args, register
+from pipeline_kit.servers.base import SERVER_PYTHON, ServerSpec, ServerType, extra_args, register
 
 
 class TransformersServer(ServerType):
@@ -16,8 +16,8 @@ class TransformersServer(ServerType):
         device = "cuda" if spec.gpus else "cpu"
         return (
             'export HF_HUB_CACHE="${HF_HUB_CACHE:-$KIT_LOG_DIR/hf-cache}" && mkdir -p "$HF_HUB_CACHE" && '
-            f"transformers serve {shlex.quote(spec.model)} --device {device} --host 0.0.0.0 --port {port}"
-            + extra_args(spec)
+            f"{SERVER_PYTHON} -m transformers.cli.transformers serve {shlex.quote(spec.model)} --device {device}"
+            f" --host 0.0.0.0 --port {port}" + extra_args(spec)
         )
 
 
