@@ -204,3 +204,40 @@ def test_several_jobs_run_as_an_array_with_a_server_per_element(kit, configs, mo
     logs = kit("logs", "--cluster=slurm", f"--config_dir={d}", "arr").stdout
     ports = set(re.findall(r"server http://127\.0\.0\.1:(\d+)/v1 ready", logs))
     assert len(ports) == 2, logs  # two elements, two servers, each on its own port
+
+
+@pytest.mark.slurm
+def test_start_server_on_slurm_through_the_ssh_tunnel(kit, configs, models, tmp_path):
+    """Submitted over the SSH tunnel; the port is forwarded here, the server answers through it; Ctrl-C cancels."""
+    need("KIT_TEST_SSH_KEY", "the loopback sshd")
+    tunnel = (
+        f"ssh_tunnel:\n  host: 127.0.0.1\n  user: root\n  port: {SERVICES['KIT_TEST_SSH_PORT']}\n"
+        f"  identity: {SERVICES['KIT_TEST_SSH_KEY']}\n  job_dir: {tmp_path / 'remote_jobs'}\n"
+    )
+    d = configs("viassh", cluster_yaml("slurm", models["KIT_TEST_HF_PYTHON"], f"account: root\n{tunnel}"))
+    env = {**__import__("os").environ, **SERVICES, "KIT_HOME": str(tmp_path / "kh")}
+    argv = ["start_server", "--cluster=viassh", f"--config_dir={d}", "--server_type=transformers", "--create_tunnel"]
+    proc = subprocess.Popen(
+        [str(BIN / "kit"), *argv, f"--model={models['KIT_TEST_TINY_MODEL']}"],
+        cwd=tmp_path,
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.time() + 240
+        lines = []
+        while "ready after" not in (line := proc.stderr.readline()):
+            lines.append(line)
+            assert line and time.time() < deadline, "".join(lines)
+        url = re.search(r"serves at (http://127\.0\.0\.1:\d+/v1) on node\d", "".join(lines))[1]
+        with urllib.request.urlopen(url + "/models", timeout=10) as r:
+            assert r.status == 200
+        job_id = re.search(r"slurm job (\d+)", "".join(lines))[1]
+    finally:
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=60) == 130
+    deadline = time.time() + 60
+    while subprocess.run(["squeue", "-h", "-j", job_id], capture_output=True, text=True).stdout.strip():
+        assert time.time() < deadline, "the server job was not cancelled"
+        time.sleep(1)

@@ -122,10 +122,10 @@ def _foreground_on_slurm(pipeline, expname: str, port: int, create_tunnel: bool,
                 time.sleep(1)
         url = f"http://{node}:{port}/v1"
         if create_tunnel:
-            tunnel = subprocess.Popen(
-                [*ssh_argv(cluster)[:-1], "-N", "-L", f"{port}:{node}:{port}", ssh_argv(cluster)[-1]]
-            )
-            url = f"http://127.0.0.1:{port}/v1"
+            local = _free_port()  # not the server's own port: the node may be this very host
+            forward = ["-N", "-o", "ExitOnForwardFailure=yes", "-L", f"127.0.0.1:{local}:{node}:{port}"]
+            tunnel = subprocess.Popen([*ssh_argv(cluster)[:-1], *forward, ssh_argv(cluster)[-1]])
+            url = f"http://127.0.0.1:{local}/v1"
         typer.echo(f"kit start_server: {expname} serves at {url} on {node} (Ctrl-C stops it)", err=True)
         local_log = None if cluster.ssh_tunnel else log
         threading.Thread(target=_announce_when_ready, args=(url, ready_timeout, local_log, stop), daemon=True).start()
