@@ -117,3 +117,18 @@ def test_uncommitted_changes_named(kit, configs, user_repo):
     res = kit("run_cmd", "--cluster=good", f"--config_dir={d}", "--command=cat hello.py", "--allow_uncommitted")
     assert res.returncode == 0, res.stderr
     assert "hello from the packaged repo" in res.stdout  # the committed version ran, not the edit
+
+
+def test_unreachable_docker_daemon_is_one_line(kit, configs):
+    d = configs("dock", "executor: local\njob_dir: JOB_DIR\ncontainers:\n  base: kit-test-base:latest\n")
+    res = kit(
+        "run_cmd",
+        "--cluster=dock",
+        f"--config_dir={d}",
+        "--container=base",
+        "--command=true",
+        env={"DOCKER_HOST": "unix:///nonexistent/docker.sock"},
+    )
+    assert res.returncode == 2, res.stderr
+    assert "cannot reach the Docker daemon at unix:///nonexistent/docker.sock" in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1, res.stderr

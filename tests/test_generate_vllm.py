@@ -241,3 +241,43 @@ def test_start_server_on_slurm_through_the_ssh_tunnel(kit, configs, models, tmp_
     while subprocess.run(["squeue", "-h", "-j", job_id], capture_output=True, text=True).stdout.strip():
         assert time.time() < deadline, "the server job was not cancelled"
         time.sleep(1)
+
+
+@pytest.mark.docker
+def test_start_server_in_docker(kit, configs, models, tmp_path):
+    """The server in a container (host network); the image lacks transformers, so the config mounts the venv."""
+    need("DOCKER_HOST", "the private dockerd")
+    hf_python = Path(models["KIT_TEST_HF_PYTHON"])
+    venv, model = hf_python.parent.parent, models["KIT_TEST_TINY_MODEL"]
+    base_python = Path(
+        subprocess.check_output([str(hf_python), "-c", "import sys; print(sys.base_prefix)"], text=True).strip()
+    )
+    d = configs(
+        "dock",
+        f"executor: local\njob_dir: JOB_DIR\ncontainers:\n  base: kit-test-base:latest\n"
+        f"mounts: ['{venv}:{venv}', '{base_python}:{base_python}', '{model}:{model}']\n"
+        f"env_vars: ['KIT_SERVER_PYTHON={hf_python}', 'HF_HUB_OFFLINE=1']\n",
+    )
+    env = {**__import__("os").environ, **SERVICES, "KIT_HOME": str(tmp_path / "kh")}
+    argv = [
+        "start_server",
+        "--cluster=dock",
+        f"--config_dir={d}",
+        "--server_type=transformers",
+        "--server_container=base",
+    ]
+    proc = subprocess.Popen(
+        [str(BIN / "kit"), *argv, f"--model={model}"], cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        url = re.search(r"serves at (http://\S+/v1)", proc.stderr.readline())[1]
+        deadline = time.time() + 180
+        while "ready after" not in (line := proc.stderr.readline()):
+            assert line and time.time() < deadline, f"no ready line; got {line!r}"
+        with urllib.request.urlopen(url + "/models", timeout=10) as r:
+            assert r.status == 200
+    finally:
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=90) == 130
+    ps = subprocess.run(["docker", "ps", "-q"], capture_output=True, text=True, env=env).stdout
+    assert not ps.strip(), "the server's container is still running"

@@ -9,7 +9,9 @@ import os
 import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
+from pipeline_kit.errors import UserError
 from pipeline_kit.launch import records
 from pipeline_kit.launch.executors import adjust_slurm_task, docker_executor, local_executor, slurm_executor
 from pipeline_kit.launch.nemorun_env import import_nemo_run
@@ -139,7 +141,16 @@ class Submission:
             ]
             if p.cluster.executor != "slurm":  # a local run is visible to `kit status` while it runs
                 records.save_record(p.cluster, record)
-            exp.run(detach=p.cluster.executor == "slurm", tail_logs=False)
+            try:
+                exp.run(detach=p.cluster.executor == "slurm", tail_logs=False)
+            except Exception as e:
+                if type(e).__module__.startswith("docker."):  # the daemon is down or not where DOCKER_HOST says
+                    where = os.environ.get("DOCKER_HOST", "the default socket")
+                    raise UserError(
+                        f"cannot reach the Docker daemon at {where} ({str(e).splitlines()[0][:160]}); start dockerd "
+                        "or point DOCKER_HOST at it."
+                    ) from None
+                raise
             for rec, task in zip(record.jobs, exp.jobs, strict=True):
                 handle = task.handle if hasattr(task, "handle") else task.handles[0]
                 if p.cluster.executor == "slurm" and handle:
@@ -163,19 +174,26 @@ class Submission:
 
 @contextlib.contextmanager
 def _cancel_on_interrupt(cluster, record: records.ExperimentRecord):
-    """On none, Ctrl-C cancels the running jobs (their scripts stop what they started), so nemo-run's wait ends
-    normally with the jobs CANCELLED; a KeyboardInterrupt inside that wait would leave it hanging on its threads."""
+    """On none and Docker, Ctrl-C cancels the running jobs (a none script stops what it started; Docker kills the
+    container), so nemo-run's wait ends normally with the jobs CANCELLED. A KeyboardInterrupt inside that wait would
+    leave it hanging on its threads."""
     import signal
     import threading
 
-    if cluster.executor != "none" or threading.current_thread() is not threading.main_thread():
+    if cluster.executor == "slurm" or threading.current_thread() is not threading.main_thread():
         yield
         return
-    from pipeline_kit.launch.monitor import cancel_experiment
+    from pipeline_kit.launch.monitor import cancel_experiment, local_outcome
+    from pipeline_kit.pipeline.render import CANCELLED_RC
 
     def cancel(signum, frame):
         print("kit: interrupted; cancelling the running jobs", file=sys.stderr, flush=True)
+        running = [job for job in record.jobs if local_outcome(record, job) is None]
         cancel_experiment(cluster, record)
+        for job in running:  # a killed container cannot record it itself
+            rc_file = Path(record.log_dir) / f"{job.name}.rc"
+            if not rc_file.exists():
+                records.write_atomic(rc_file, CANCELLED_RC + "\n")
 
     previous = signal.signal(signal.SIGINT, cancel)
     try:
