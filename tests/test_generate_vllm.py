@@ -5,6 +5,7 @@ and the `transformers` server type. The model was trained to answer single-digit
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
 import subprocess
@@ -53,6 +54,35 @@ def check_answers(records: list[dict], n: int) -> None:
     assert all(r["num_generated_tokens"] > 0 for r in records)
 
 
+def generate(kit, cluster: list[str], tmp_path: Path, n: int, *flags: str, timeout: int = 600):
+    """`kit generate` of n addition problems with the generic/math prompt; returns (result, output folder)."""
+    inp, out = additions(tmp_path / "in.jsonl", n), tmp_path / "out"
+    io = [f"--input_file={inp}", f"--output_dir={out}", "++prompt_config=generic/math"]
+    return kit("generate", *cluster, *io, "++inference.tokens_to_generate=12", *flags, timeout=timeout), out
+
+
+class ForegroundServer:
+    """`kit start_server ...` as a user runs it: read stderr until the ready line; `interrupt()` is Ctrl-C."""
+
+    def __init__(self, tmp_path: Path, *argv: str, timeout: float = 240):
+        env = {**os.environ, **SERVICES, "KIT_HOME": str(tmp_path / "kh")}
+        self.proc = subprocess.Popen(
+            [str(BIN / "kit"), "start_server", *argv], cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True
+        )
+        self.lines: list[str] = []
+        deadline = time.time() + timeout
+        while "ready after" not in (line := self.proc.stderr.readline()):
+            self.lines.append(line)
+            assert line and time.time() < deadline, "".join(self.lines)
+        self.url = re.search(r"serves at (http://\S+/v1)", "".join(self.lines))[1]
+        with urllib.request.urlopen(self.url + "/models", timeout=10) as r:
+            assert r.status == 200
+
+    def interrupt(self) -> int:
+        self.proc.send_signal(signal.SIGINT)
+        return self.proc.wait(timeout=90)
+
+
 def cluster_yaml(executor: str, server_python: str, extra: str = "") -> str:
     env = [*VLLM_ENV, f"KIT_SERVER_PYTHON={server_python}", f"KIT_CLIENT_PYTHON={sys.executable}"]
     lines = "".join(f"  - {e}\n" for e in env)
@@ -61,27 +91,17 @@ def cluster_yaml(executor: str, server_python: str, extra: str = "") -> str:
 
 def test_generate_through_vllm_on_none(kit, configs, models, tmp_path):
     d = configs("local", cluster_yaml("none", models["KIT_TEST_VLLM_PYTHON"]))
-    inp, out = additions(tmp_path / "in.jsonl", 24), tmp_path / "out"
-    common = [
-        "--cluster=local",
-        f"--config_dir={d}",
-        "--server_type=vllm",
-        f"--model={models['KIT_TEST_TINY_MODEL']}",
-        VLLM_ARGS,
-        f"--input_file={inp}",
-        f"--output_dir={out}",
-        "++prompt_config=generic/math",
-        "++inference.tokens_to_generate=12",
-    ]
-    res = kit("generate", *common, "--num_chunks=2", "--num_random_seeds=2", "++inference.temperature=0.3", timeout=600)
+    cluster = ["--cluster=local", f"--config_dir={d}"]
+    server = ["--server_type=vllm", f"--model={models['KIT_TEST_TINY_MODEL']}", VLLM_ARGS]
+    res, out = generate(kit, cluster, tmp_path, 24, *server, "--num_chunks=2", "--num_random_seeds=2")
     assert res.returncode == 0, res.stdout + res.stderr
     for seed in (0, 1):
         check_answers(rows(out / f"output-rs{seed}.jsonl"), 24)
-    logs = kit("logs", "--cluster=local", f"--config_dir={d}", "generate").stdout
+    logs = kit("logs", *cluster, "generate").stdout
     assert "server.log" in logs and "client.log" in logs
 
     # text completions: the client renders the model's chat template (vLLM only sees the prompt text)
-    text = kit("generate", *common, "--expname=text", "++server.endpoint=text", timeout=600)
+    text, _ = generate(kit, cluster, tmp_path, 24, *server, "--expname=text", "++server.endpoint=text")
     assert text.returncode == 0, text.stdout + text.stderr
     check_answers(rows(out / "output.jsonl"), 24)
 
@@ -92,24 +112,9 @@ def test_generate_het_job_through_vllm_on_slurm(kit, configs, models, tmp_path):
     yaml = cluster_yaml(
         "slurm", models["KIT_TEST_VLLM_PYTHON"], "account: root\npartition: debug\ncpu_partition: cpu\n"
     )
-    d = configs("slurm", yaml)
-    inp, out = additions(tmp_path / "in.jsonl", 16), tmp_path / "out"
-    res = kit(
-        "generate",
-        "--cluster=slurm",
-        f"--config_dir={d}",
-        "--expname=hetgen",
-        "--server_type=vllm",
-        f"--model={models['KIT_TEST_TINY_MODEL']}",
-        "--server_gpus=1",
-        VLLM_ARGS,
-        f"--input_file={inp}",
-        f"--output_dir={out}",
-        "--wait",
-        "++prompt_config=generic/math",
-        "++inference.tokens_to_generate=12",
-        timeout=600,
-    )
+    cluster = ["--cluster=slurm", f"--config_dir={configs('slurm', yaml)}", "--expname=hetgen", "--wait"]
+    server = ["--server_type=vllm", f"--model={models['KIT_TEST_TINY_MODEL']}", "--server_gpus=1", VLLM_ARGS]
+    res, out = generate(kit, cluster, tmp_path, 16, *server)
     assert res.returncode == 0, res.stdout + res.stderr
     check_answers(rows(out / "output.jsonl"), 16)
     slurm_id = re.search(r"slurm job (\d+)", res.stdout)[1]
@@ -122,58 +127,23 @@ def test_generate_het_job_through_vllm_on_slurm(kit, configs, models, tmp_path):
 
 
 def test_transformers_server_type_and_start_server(kit, configs, models, tmp_path):
-    """`kit start_server` in the foreground prints the address, the server answers, Ctrl-C stops it; then
+    """`kit start_server` in the foreground prints the address, the server answers, Ctrl-C stops it; meanwhile
     `kit generate` reuses that server through --server_address."""
-    d = configs("local", cluster_yaml("none", models["KIT_TEST_HF_PYTHON"]))
-    model = models["KIT_TEST_TINY_MODEL"]
-    env = {**__import__("os").environ, **SERVICES, "KIT_HOME": str(tmp_path / "kh")}
-    proc = subprocess.Popen(
-        [
-            str(BIN / "kit"),
-            "start_server",
-            "--cluster=local",
-            f"--config_dir={d}",
-            "--server_type=transformers",
-            f"--model={model}",
-        ],
-        cwd=tmp_path,
-        env=env,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    cluster = [
+        "--cluster=local",
+        f"--config_dir={configs('local', cluster_yaml('none', models['KIT_TEST_HF_PYTHON']))}",
+    ]
+    model = f"--model={models['KIT_TEST_TINY_MODEL']}"
+    server = ForegroundServer(tmp_path, *cluster, "--server_type=transformers", model)
     try:
-        first = proc.stderr.readline()
-        url = re.search(r"serves at (http://\S+/v1)", first)[1]
-        deadline = time.time() + 180
-        while "ready after" not in (line := proc.stderr.readline()):
-            assert line and time.time() < deadline, f"no ready line; got {line!r}"
-        with urllib.request.urlopen(url + "/models", timeout=10) as r:
-            assert r.status == 200
-        inp, out = additions(tmp_path / "in.jsonl", 8), tmp_path / "out"
-        res = kit(
-            "generate",
-            "--cluster=local",
-            f"--config_dir={d}",
-            "--server_type=transformers",
-            f"--server_address={url}",
-            f"--model={model}",
-            f"--input_file={inp}",
-            f"--output_dir={out}",
-            "++prompt_config=generic/math",
-            "++inference.tokens_to_generate=12",
-            "++max_concurrent_requests=4",
-            timeout=300,
-        )
+        address = [f"--server_address={server.url}", "++max_concurrent_requests=4"]
+        res, out = generate(kit, cluster, tmp_path, 8, "--server_type=transformers", model, *address)
         assert res.returncode == 0, res.stdout + res.stderr
         check_answers(rows(out / "output.jsonl"), 8)
     finally:
-        proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=60) == 130
-    port = int(url.rsplit(":", 1)[1].split("/")[0])
-    time.sleep(1)
-    assert subprocess.run(["bash", "-c", f"ss -Hltn 'sport = :{port}' | grep -q ."]).returncode == 1, (
-        "server left running"
-    )
+        assert server.interrupt() == 130
+    port = server.url.rsplit(":", 1)[1].split("/")[0]
+    assert subprocess.run(["bash", "-c", f"ss -Hltn 'sport = :{port}' | grep -q ."]).returncode == 1, "still serving"
 
 
 @pytest.mark.slurm
@@ -182,26 +152,12 @@ def test_several_jobs_run_as_an_array_with_a_server_per_element(kit, configs, mo
     where it runs) and its client beside it; the last chunk merges."""
     need("SLURM_CONF", "the local Slurm cluster")
     d = configs("slurm", cluster_yaml("slurm", models["KIT_TEST_HF_PYTHON"], "account: root\npartition: debug\n"))
-    inp, out = additions(tmp_path / "in.jsonl", 8), tmp_path / "out"
-    res = kit(
-        "generate",
-        "--cluster=slurm",
-        f"--config_dir={d}",
-        "--expname=arr",
-        "--server_type=transformers",
-        f"--model={models['KIT_TEST_TINY_MODEL']}",
-        f"--input_file={inp}",
-        f"--output_dir={out}",
-        "--num_chunks=2",
-        "--wait",
-        "++prompt_config=generic/math",
-        "++inference.tokens_to_generate=12",
-        "++max_concurrent_requests=4",
-        timeout=600,
-    )
+    cluster = ["--cluster=slurm", f"--config_dir={d}", "--expname=arr", "--wait"]
+    server = ["--server_type=transformers", f"--model={models['KIT_TEST_TINY_MODEL']}"]
+    res, out = generate(kit, cluster, tmp_path, 8, *server, "--num_chunks=2", "++max_concurrent_requests=4")
     assert res.returncode == 0, res.stdout + res.stderr
     check_answers(rows(out / "output.jsonl"), 8)
-    logs = kit("logs", "--cluster=slurm", f"--config_dir={d}", "arr").stdout
+    logs = kit("logs", *cluster[:2], "arr").stdout
     ports = set(re.findall(r"server http://127\.0\.0\.1:(\d+)/v1 ready", logs))
     assert len(ports) == 2, logs  # two elements, two servers, each on its own port
 
@@ -215,28 +171,15 @@ def test_start_server_on_slurm_through_the_ssh_tunnel(kit, configs, models, tmp_
         f"  identity: {SERVICES['KIT_TEST_SSH_KEY']}\n  job_dir: {tmp_path / 'remote_jobs'}\n"
     )
     d = configs("viassh", cluster_yaml("slurm", models["KIT_TEST_HF_PYTHON"], f"account: root\n{tunnel}"))
-    env = {**__import__("os").environ, **SERVICES, "KIT_HOME": str(tmp_path / "kh")}
-    argv = ["start_server", "--cluster=viassh", f"--config_dir={d}", "--server_type=transformers", "--create_tunnel"]
-    proc = subprocess.Popen(
-        [str(BIN / "kit"), *argv, f"--model={models['KIT_TEST_TINY_MODEL']}"],
-        cwd=tmp_path,
-        env=env,
-        stderr=subprocess.PIPE,
-        text=True,
+    model = f"--model={models['KIT_TEST_TINY_MODEL']}"
+    server = ForegroundServer(
+        tmp_path, "--cluster=viassh", f"--config_dir={d}", "--server_type=transformers", model, "--create_tunnel"
     )
     try:
-        deadline = time.time() + 240
-        lines = []
-        while "ready after" not in (line := proc.stderr.readline()):
-            lines.append(line)
-            assert line and time.time() < deadline, "".join(lines)
-        url = re.search(r"serves at (http://127\.0\.0\.1:\d+/v1) on node\d", "".join(lines))[1]
-        with urllib.request.urlopen(url + "/models", timeout=10) as r:
-            assert r.status == 200
-        job_id = re.search(r"slurm job (\d+)", "".join(lines))[1]
+        assert re.search(r"serves at http://127\.0\.0\.1:\d+/v1 on node\d", "".join(server.lines)), server.lines
+        job_id = re.search(r"slurm job (\d+)", "".join(server.lines))[1]
     finally:
-        proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=60) == 130
+        assert server.interrupt() == 130
     deadline = time.time() + 60
     while subprocess.run(["squeue", "-h", "-j", job_id], capture_output=True, text=True).stdout.strip():
         assert time.time() < deadline, "the server job was not cancelled"
@@ -249,35 +192,15 @@ def test_start_server_in_docker(kit, configs, models, tmp_path):
     need("DOCKER_HOST", "the private dockerd")
     hf_python = Path(models["KIT_TEST_HF_PYTHON"])
     venv, model = hf_python.parent.parent, models["KIT_TEST_TINY_MODEL"]
-    base_python = Path(
-        subprocess.check_output([str(hf_python), "-c", "import sys; print(sys.base_prefix)"], text=True).strip()
-    )
+    base = subprocess.check_output([str(hf_python), "-c", "import sys; print(sys.base_prefix)"], text=True).strip()
     d = configs(
         "dock",
         f"executor: local\njob_dir: JOB_DIR\ncontainers:\n  base: kit-test-base:latest\n"
-        f"mounts: ['{venv}:{venv}', '{base_python}:{base_python}', '{model}:{model}']\n"
+        f"mounts: ['{venv}:{venv}', '{base}:{base}', '{model}:{model}']\n"
         f"env_vars: ['KIT_SERVER_PYTHON={hf_python}', 'HF_HUB_OFFLINE=1']\n",
     )
-    env = {**__import__("os").environ, **SERVICES, "KIT_HOME": str(tmp_path / "kh")}
-    argv = [
-        "start_server",
-        "--cluster=dock",
-        f"--config_dir={d}",
-        "--server_type=transformers",
-        "--server_container=base",
-    ]
-    proc = subprocess.Popen(
-        [str(BIN / "kit"), *argv, f"--model={model}"], cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True
-    )
-    try:
-        url = re.search(r"serves at (http://\S+/v1)", proc.stderr.readline())[1]
-        deadline = time.time() + 180
-        while "ready after" not in (line := proc.stderr.readline()):
-            assert line and time.time() < deadline, f"no ready line; got {line!r}"
-        with urllib.request.urlopen(url + "/models", timeout=10) as r:
-            assert r.status == 200
-    finally:
-        proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=90) == 130
-    ps = subprocess.run(["docker", "ps", "-q"], capture_output=True, text=True, env=env).stdout
+    argv = ["--cluster=dock", f"--config_dir={d}", "--server_type=transformers", "--server_container=base"]
+    server = ForegroundServer(tmp_path, *argv, f"--model={model}")
+    assert server.interrupt() == 130
+    ps = subprocess.run(["docker", "ps", "-q"], capture_output=True, text=True, env={**os.environ, **SERVICES}).stdout
     assert not ps.strip(), "the server's container is still running"
