@@ -58,7 +58,8 @@ def main() -> None:
             with lock:
                 served[0] += 1
                 with open(args.request_log, "a") as f:
-                    f.write(json.dumps({"path": self.path, "prompt": prompt, "body": body}) + "\n")
+                    record = {"path": self.path, "prompt": prompt, "body": body, "auth": self.headers["Authorization"]}
+                    f.write(json.dumps(record) + "\n")
                 if args.die_after and served[0] > args.die_after:
                     os._exit(17)  # the server crashes mid-run
             if args.context_limit and len(prompt) > args.context_limit:

@@ -176,3 +176,18 @@ def test_values_reach_the_generation_script_unchanged(value):
 
     required = ["++input_file=i", "++server.base_url=u", "++server.model=m"]
     assert parse_overrides([f"++postprocess_cmd={override_value(value)}", *required]).postprocess_cmd == value
+
+
+def test_external_endpoint_gets_the_key_from_the_named_env_var(kit, none_cluster, stub, tmp_path):
+    server = stub()
+    inp, out = problems(tmp_path, 3), tmp_path / "out"
+    args = [*none_cluster, *endpoint(server), f"--input_file={inp}", f"--output_dir={out}"]
+    res = kit("generate", *args, "++server.api_key_env=PROVIDER_KEY", env={"PROVIDER_KEY": "sk-test-123"})
+    assert res.returncode == 0, res.stdout + res.stderr
+    sent = server.requests()
+    assert len(sent) == 3 and {r["auth"] for r in sent} == {"Bearer sk-test-123"}
+    assert {r["body"]["model"] for r in sent} == {"stub"} and sent[0]["path"] == "/v1/chat/completions"
+    # the variable is missing where the job runs: one clear line in the job's log, no request
+    res = kit("generate", *args, "--expname=nokey", "--rerun_done", "++server.api_key_env=PROVIDER_KEY")
+    assert res.returncode == 1 and "$PROVIDER_KEY is not set; export it" in res.stdout, res.stdout
+    assert len(server.requests()) == 3
