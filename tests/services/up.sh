@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # up.sh [DIR] - bring up every real service the tests use, rooted in DIR [${KIT_TEST_SERVICES:-/tmp/kit-services}]:
-# apt deps, Slurm cluster (DIR/slurm), private dockerd (DIR/docker), kit-test-base image; writes DIR/services.env.
-#   WITH_SLURM [1] WITH_DOCKER [1]; other knobs are passed through to slurm_up.sh / docker_up.sh / base_image.sh
+# apt deps, Slurm cluster (DIR/slurm), private dockerd (DIR/docker), kit-test-base image, and the model venvs +
+# tiny model (models_up.sh, cached in ${KIT_TEST_CACHE:-/var/cache/kit-test}); writes DIR/services.env.
+#   WITH_SLURM [1] WITH_DOCKER [1] WITH_MODELS [1]; other knobs are passed through to slurm_up.sh / docker_up.sh /
+#   base_image.sh / models_up.sh
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=_lib.sh
@@ -9,7 +11,8 @@ source "$HERE/_lib.sh"
 
 [ $# -le 1 ] || die "usage: $0 [DIR]"
 DIR=$(readlink -m "${1:-${KIT_TEST_SERVICES:-/tmp/kit-services}}")
-WITH_SLURM=${WITH_SLURM:-1}; WITH_DOCKER=${WITH_DOCKER:-1}
+WITH_SLURM=${WITH_SLURM:-1}; WITH_DOCKER=${WITH_DOCKER:-1}; WITH_MODELS=${WITH_MODELS:-1}
+MODELS=$(readlink -m "${KIT_TEST_CACHE:-/var/cache/kit-test}")
 T0=$(now)
 mkdir -p "$DIR"
 # serialize up/down on the same DIR (fd 9 is closed for the children so no daemon inherits the lock)
@@ -18,15 +21,19 @@ flock -w 900 9 || die "timed out waiting for the lock $DIR/.lock"
 
 "$HERE/install_deps.sh" 9>&-
 
-# Slurm in the background while docker + the base image come up in the foreground
-src=0; drc=0
+# Slurm and the models (pip installs + a 1-thread training run on a cold cache; instant when cached) in the
+# background while docker + the base image come up in the foreground
+src=0; drc=0; mrc=0
 if [ "$WITH_SLURM" = 1 ]; then "$HERE/slurm_up.sh" "$DIR/slurm" 9>&- & spid=$!; fi
+if [ "$WITH_MODELS" = 1 ]; then "$HERE/models_up.sh" "$MODELS" 9>&- & mpid=$!; fi
 if [ "$WITH_DOCKER" = 1 ]; then
   # shellcheck source=/dev/null
   { "$HERE/docker_up.sh" "$DIR/docker" && (source "$DIR/docker/env.sh" && "$HERE/base_image.sh"); } 9>&- || drc=$?
 fi
 if [ "$WITH_SLURM" = 1 ]; then wait "$spid" || src=$?; fi
+if [ "$WITH_MODELS" = 1 ]; then wait "$mpid" || mrc=$?; fi
 [ "$src" = 0 ] || die "Slurm did not come up (exit $src; logs in $DIR/slurm/log)"
+[ "$mrc" = 0 ] || die "the test models are not ready (exit $mrc; logs in $MODELS/logs)"
 [ "$drc" = 0 ] || die "docker did not come up (exit $drc; log $DIR/docker/dockerd.log)"
 
 {
@@ -34,6 +41,11 @@ if [ "$WITH_SLURM" = 1 ]; then wait "$spid" || src=$?; fi
   echo "export KIT_TEST_SERVICES=$DIR"
   [ "$WITH_SLURM" = 1 ] && echo ". $DIR/slurm/env.sh"
   [ "$WITH_DOCKER" = 1 ] && echo ". $DIR/docker/env.sh"
+  if [ "$WITH_MODELS" = 1 ]; then
+    echo "export KIT_TEST_VLLM_PYTHON=$MODELS/venv-vllm/bin/python"
+    echo "export KIT_TEST_HF_PYTHON=$MODELS/venv-model/bin/python"
+    echo "export KIT_TEST_TINY_MODEL=$MODELS/tiny-model"
+  fi
 } >"$DIR/services.env.new"
 mv -f "$DIR/services.env.new" "$DIR/services.env"
 echo "kit test services up in $(elapsed "$T0")s: source $DIR/services.env"

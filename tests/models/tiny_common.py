@@ -1,0 +1,89 @@
+"""Shared by make_tiny_model.py and train_tiny.py: the tiny model's special tokens, its ChatML template, the
+addition-question phrasings (incl. the repo's prompts/generic/*.yaml wording) and tokenizer saving."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+PROMPT_DIR = REPO / "prompts" / "generic"
+
+ENDOFTEXT, IM_START, IM_END = "<|endoftext|>", "<|im_start|>", "<|im_end|>"
+SPECIAL_TOKENS = [ENDOFTEXT, IM_START, IM_END]
+
+# ChatML, the Qwen layout. The whitespace control makes it render the same with and without
+# trim_blocks/lstrip_blocks (Hugging Face, vLLM and the kit client all turn both on).
+CHAT_TEMPLATE = """{%- for message in messages %}
+{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}
+{%- endfor %}
+{%- if add_generation_prompt %}
+{{- '<|im_start|>assistant\\n' }}
+{%- endif %}"""
+
+# How an addition question may be phrased: the {problem} of a prompt config, the user message, or a raw prompt.
+PROBLEMS = [
+    "Q: {a}+{b}=?",
+    "{a}+{b}=?",
+    "{a} + {b} = ?",
+    "What is {a}+{b}?",
+    "What is {a} + {b}?",
+    "Compute {a}+{b}.",
+    "Add {a} and {b}.",
+]
+SYSTEMS = [
+    "You are a helpful assistant.",
+    "You are a careful math tutor.",
+    "Answer with the final result in \\boxed{}.",
+    "Be concise.",
+]
+RAW_PROMPT = "Q: {a}+{b}=? A: "  # the canonical text-completion prompt
+ANSWER = "\\boxed{{{c}}}"
+
+
+def prompt_configs() -> dict[str, tuple[str, str]]:
+    """{name: (system, user)} for the shipped generic prompt configs, e.g. generic/math."""
+    out = {}
+    for path in sorted(PROMPT_DIR.glob("*.yaml")):
+        data = yaml.safe_load(path.read_text())
+        out[f"generic/{path.stem}"] = (data.get("system") or "", data["user"])
+    if not out:
+        raise SystemExit(f"no prompt configs (*.yaml) in {PROMPT_DIR}")
+    return out
+
+
+def config_messages(config: tuple[str, str], problem: str) -> list[dict]:
+    """Messages the kit client builds from a prompt config (same str.format rules as pipeline_kit)."""
+    system, user = config
+    messages = [{"role": "system", "content": system.format(problem=problem)}] if system else []
+    return messages + [{"role": "user", "content": user.format(problem=problem)}]
+
+
+def random_question(rng: random.Random, a: int, b: int, configs: dict) -> str | list[dict]:
+    """One training question for a+b: a raw completion prompt (str) or chat messages (list)."""
+    if rng.random() < 0.3:
+        return RAW_PROMPT.format(a=a, b=b)
+    problem = rng.choice(PROBLEMS).format(a=a, b=b)
+    roll = rng.random()
+    if roll < 0.45:
+        messages = config_messages(rng.choice(list(configs.values())), problem)
+    else:
+        messages = [{"role": "user", "content": problem}]
+    if roll > 0.8 and messages[0]["role"] != "system":
+        messages.insert(0, {"role": "system", "content": rng.choice(SYSTEMS)})
+    return messages
+
+
+def save_tokenizer(tokenizer, out_dir: str | Path) -> None:
+    """save_pretrained, then make sure the template is in both chat_template.jinja and tokenizer_config.json."""
+    out = Path(out_dir)
+    tokenizer.chat_template = CHAT_TEMPLATE
+    tokenizer.save_pretrained(out)
+    (out / "chat_template.jinja").write_text(CHAT_TEMPLATE)
+    cfg_file = out / "tokenizer_config.json"
+    cfg = json.loads(cfg_file.read_text())
+    cfg["chat_template"] = CHAT_TEMPLATE
+    cfg_file.write_text(json.dumps(cfg, indent=2, ensure_ascii=False) + "\n")
