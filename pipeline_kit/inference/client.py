@@ -29,8 +29,9 @@ class GenerationClient:
         os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # offline: no cost-map download at import
         import litellm
 
-        litellm.disable_aiohttp_transport = True  # httpx transport: same speed, no unclosed-session warnings
         litellm.suppress_debug_info = True
+        self._session = self._aiohttp_session(cfg.max_concurrent_requests)
+        litellm.aclient_session = self._http_client(self._session)
         self.litellm = litellm
         self.cfg = cfg
         self.api_key = api_key or "EMPTY"
@@ -47,6 +48,41 @@ class GenerationClient:
             litellm.InternalServerError,
             litellm.ServiceUnavailableError,
         )
+
+    @staticmethod
+    def _aiohttp_session(concurrency: int):
+        """One connection per request in flight. Called in the running event loop; closed by close()."""
+        import aiohttp
+        from litellm.llms.custom_httpx.http_handler import get_ssl_configuration
+
+        connector = aiohttp.TCPConnector(limit=concurrency, limit_per_host=concurrency, ssl=get_ssl_configuration())
+        return aiohttp.ClientSession(connector=connector)
+
+    @staticmethod
+    def _http_client(session):
+        """The httpx client LiteLLM hands to the OpenAI SDK for every chat and text request of this run: one, on
+        LiteLLM's aiohttp transport over `session`. LiteLLM's own choice is worse at kit's concurrency: with the
+        httpx transport, httpcore 1.0's pool rescans every connection (and every queued request) on each request
+        and each response, and closes idle connections as soon as it holds more than 20; for text completions
+        LiteLLM makes a new client, so a new connection, per request. 2,000 requests to benchmarks/'s fast stub
+        (BENCHMARKS.md): 21 -> 160 requests/s and 99 -> 18 CPU seconds at 512 in flight, 106 -> 161 at 64."""
+        import httpx
+        from litellm.llms.custom_httpx.aiohttp_transport import LiteLLMAiohttpTransport
+
+        transport = LiteLLMAiohttpTransport(client=session, owns_session=False)
+        return httpx.AsyncClient(transport=transport, follow_redirects=True)
+
+    async def close(self) -> None:
+        """Run LiteLLM's queued success-logging coroutines (its logging worker falls behind at high concurrency:
+        1,500 of 2,000 were still queued at 512 in flight; left there, each one prints 'coroutine ... was never
+        awaited' at exit), then close the connections."""
+        from litellm.litellm_core_utils.logging_worker import GLOBAL_LOGGING_WORKER
+
+        try:
+            await asyncio.wait_for(GLOBAL_LOGGING_WORKER.flush(), timeout=10)
+        except asyncio.TimeoutError:
+            pass
+        await self._session.close()
 
     def _params(self) -> dict:
         inf = self.cfg.inference

@@ -8,6 +8,8 @@ cd "$(dirname "$0")/../.."
 CACHE=$(readlink -m "${CACHE:-.cache/quickstart}")
 OUT=$CACHE/out
 
+# Debian/Ubuntu ship venv separately
+python3 -c 'import ensurepip' 2>/dev/null || { apt-get update -q && apt-get install -y -q python3-venv; } >/dev/null
 [ -x .venv/bin/kit ] || { python3 -m venv .venv && .venv/bin/pip install -q --disable-pip-version-check -e '.[generate]'; }
 WITH_VLLM=0 bash tests/services/models_up.sh "$CACHE"
 
