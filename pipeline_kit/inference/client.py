@@ -74,8 +74,8 @@ class GenerationClient:
 
     async def close(self) -> None:
         """Run LiteLLM's queued success-logging coroutines (its logging worker falls behind at high concurrency:
-        1,500 of 2,000 were still queued at 512 in flight; left there, each one prints 'coroutine ... was never
-        awaited' at exit), then close the connections."""
+        1,500 of 2,000 were still queued at 512 in flight; at exit LiteLLM runs 200 and drops the rest with a
+        'coroutine ... was never awaited' warning), then close the connections."""
         from litellm.litellm_core_utils.logging_worker import GLOBAL_LOGGING_WORKER
 
         try:
