@@ -125,7 +125,7 @@ def normalise(text: str, tmp_path: Path) -> str:
     text = re.sub(r"(?<=-)(?=[a-z0-9]*\d)[a-z0-9]{10,20}\b", "<APP_ID>", text)  # torchx's random app id suffix
     text = re.sub(r"(?<=^id: )([\w.]+)-[a-z0-9]{10,20}$", r"\1-<APP_ID>", text, flags=re.M)  # ... also all letters
     text = re.sub(r"(?<=/code/)[0-9a-f]{16}", "<CODE_KEY>", text)  # packed code: named by the commit
-    text = text.replace(sys.executable, "<PYTHON>")
+    text = re.sub(re.escape(str(Path(sys.executable).parent)) + r"/python3?\b", "<PYTHON>", text)  # kit's interpreter
     return text
 
 

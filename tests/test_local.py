@@ -202,22 +202,27 @@ def test_kit_cancel_stops_a_running_job_and_its_commands(kit, configs, user_repo
 
     cluster = none_cluster(configs)
     marker = tmp_path / "still-running"
+    sleep = f"sleep {600 + os.getpid() % 1000}.25"  # a command line no other process has
     env = {**os.environ, **SERVICES, "KIT_HOME": str(tmp_path / "home" / ".kit")}
     proc = subprocess.Popen(
-        [str(BIN / "kit"), "run_cmd", *cluster, "--expname=long", f"--command=sleep 300; touch {marker}"],
+        [str(BIN / "kit"), "run_cmd", *cluster, "--expname=long", f"--command={sleep}; touch {marker}"],
         cwd=user_repo,
         env=env,
         stdout=subprocess.PIPE,
         text=True,
     )
-    deadline = time.time() + 60
-    while subprocess.run(["pgrep", "-f", "^sleep 300$"], capture_output=True).returncode != 0:
-        assert time.time() < deadline, "the job never ran"
+    try:
+        deadline = time.time() + 60
+        while subprocess.run(["pgrep", "-f", f"^{sleep}$"], capture_output=True).returncode != 0:
+            assert time.time() < deadline, "the job never ran"
+            time.sleep(0.5)
+        res = kit("cancel", *cluster, "long")
+        assert res.returncode == 0, res.stderr
+        out, _ = proc.communicate(timeout=60)
+        assert "long: job long CANCELLED" in out, out
         time.sleep(0.5)
-    res = kit("cancel", *cluster, "long")
-    assert res.returncode == 0, res.stderr
-    out, _ = proc.communicate(timeout=60)
-    assert "long: job long CANCELLED" in out, out
-    time.sleep(0.5)
-    assert subprocess.run(["pgrep", "-f", "^sleep 300$"], capture_output=True).returncode == 1  # the command is gone
+        assert subprocess.run(["pgrep", "-f", f"^{sleep}$"], capture_output=True).returncode == 1  # command gone
+    finally:
+        proc.kill()
+        subprocess.run(["pkill", "-f", f"^{sleep}$"])
     assert states(kit, cluster, "long") == {"long": "CANCELLED"}
