@@ -191,3 +191,11 @@ def test_external_endpoint_gets_the_key_from_the_named_env_var(kit, none_cluster
     res = kit("generate", *args, "--expname=nokey", "--rerun_done", "++server.api_key_env=PROVIDER_KEY")
     assert res.returncode == 1 and "$PROVIDER_KEY is not set; export it" in res.stdout, res.stdout
     assert len(server.requests()) == 3
+
+
+def test_only_the_first_job_of_a_chain_reruns_the_rest_resume(kit, none_cluster, tmp_path):
+    inp = problems(tmp_path, 2)
+    args = [*none_cluster, "--model=/m", f"--input_file={inp}", f"--output_dir={tmp_path / 'out'}", "--dry_run"]
+    res = kit("generate", *args, "--rerun_done", "--dependent_jobs=2")
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.count("==== job generate") == 3 and res.stdout.count("++rerun_done=true") == 1

@@ -70,12 +70,12 @@ def register(app: typer.Typer) -> None:
         if num_jobs is not None and num_jobs < 1:
             raise UserError(f"--num_jobs must be at least 1, got {num_jobs}.")
 
-        def plan(cluster):
+        def plan(cluster, copy):
             paths = _job_paths(cluster.executor, input_file, output_dir)
             todo = (
                 units if rerun_done or not _outputs_visible(cluster) else [u for u in units if not u.is_done(paths[1])]
             )
-            if len(todo) < len(units):
+            if len(todo) < len(units) and copy == 0:
                 typer.echo(
                     f"kit generate: {len(units) - len(todo)} of {len(units)} units are done already (--rerun_done redoes them)"
                 )
@@ -85,7 +85,8 @@ def register(app: typer.Typer) -> None:
             shares = _split(todo, min(num_jobs or default_jobs, len(todo)))
             common = [f"++input_file={override_value(paths[0])}", f"++output_dir={override_value(paths[1])}"]
             common += [f"++num_chunks={num_chunks}"] if num_chunks is not None else []
-            common += ["++rerun_done=true"] if rerun_done else []
+            # only the first job of a --dependent_jobs chain redoes; the next ones resume what it left
+            common += ["++rerun_done=true"] if rerun_done and copy == 0 else []
             common += [f"++postprocess_cmd={override_value(postprocess_cmd)}"] if postprocess_cmd else []
             labels = tuple(tuple(u.label for u in share) for share in shares)
             client = ClientCommand(

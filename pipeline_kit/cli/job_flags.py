@@ -158,7 +158,7 @@ class JobPlan:
 
 def submit(flags: JobFlags, default_name: str, plan_factory) -> int:
     """Build the pipeline (each planned job, plus --dependent_jobs copies of each), run it and report.
-    `plan_factory(cluster)` returns fresh JobPlans each call. Returns the exit code."""
+    `plan_factory(cluster, copy)` returns fresh JobPlans for copy 0, 1, ... of the chain. Returns the exit code."""
     from pipeline_kit.pipeline import Job
 
     cluster = cluster_from(flags.cluster, flags.config_dir)
@@ -169,7 +169,7 @@ def submit(flags: JobFlags, default_name: str, plan_factory) -> int:
     jobs: list[Job] = []
     previous: dict[str, Job] = {}
     for i in range(flags.dependent_jobs + 1):
-        for plan in plan_factory(cluster):
+        for plan in plan_factory(cluster, i):
             for g in plan.groups:
                 g.hardware.partition = g.hardware.partition or flags.partition
                 g.hardware.time_min = g.hardware.time_min or flags.time_min

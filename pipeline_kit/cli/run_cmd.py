@@ -39,7 +39,7 @@ def register(app: typer.Typer) -> None:
                 )
         text = " ".join([command, *(shlex.quote(a) for a in flags.extra_args)])
 
-        def plan(cluster):
+        def plan(cluster, copy):
             cmd = Command(
                 text,
                 name="cmd",
