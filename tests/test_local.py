@@ -216,6 +216,8 @@ def test_kit_cancel_stops_a_running_job_and_its_commands(kit, configs, user_repo
         while subprocess.run(["pgrep", "-f", f"^{sleep}$"], capture_output=True).returncode != 0:
             assert time.time() < deadline, "the job never ran"
             time.sleep(0.5)
+        assert states(kit, cluster, "long") == {"long": "RUNNING"}  # asking does not disturb it
+        assert subprocess.run(["pgrep", "-f", f"^{sleep}$"], capture_output=True).returncode == 0
         res = kit("cancel", *cluster, "long")
         assert res.returncode == 0, res.stderr
         out, _ = proc.communicate(timeout=60)

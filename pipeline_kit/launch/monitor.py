@@ -132,8 +132,6 @@ def experiment_status(cluster: ClusterConfig, record: ExperimentRecord) -> list[
 
 
 def _nemo_run_states(cluster: ClusterConfig, record: ExperimentRecord) -> dict[str, str]:
-    if record.executor == "none":
-        return [job.name for job in record.jobs if job.state is None and _signal_local_job(record, job)]
     import contextlib
     import io
 
