@@ -68,6 +68,26 @@ class JobFlags:
             raise UserError('--sbatch_kwargs must be a JSON object, e.g. \'{"qos": "high"}\'.')
         return {str(k): str(v) for k, v in value.items()}
 
+    def apply_to(self, group) -> None:
+        """The flags' Slurm settings on a CommandGroup, where the group does not set its own."""
+        group.hardware.partition = group.hardware.partition or self.partition
+        group.hardware.time_min = group.hardware.time_min or self.time_min
+        group.hardware.sbatch_kwargs = {**self.sbatch_dict(), **group.hardware.sbatch_kwargs}
+
+    def pipeline(self, cluster, expname: str, jobs: list):
+        from pipeline_kit.pipeline import Pipeline
+
+        return Pipeline(
+            expname,
+            cluster,
+            jobs,
+            log_dir=self.log_dir,
+            mount_paths=self.mounts(),
+            reuse_code=self.reuse_code,
+            allow_uncommitted=self.allow_uncommitted,
+            cwd=os.getcwd(),
+        )
+
     def mounts(self) -> list[str]:
         out = []
         for m in (self.mount_paths or "").split(","):
@@ -163,7 +183,7 @@ def submit(flags: JobFlags, default_name: str, plan_factory) -> int:
 
     cluster = cluster_from(flags.cluster, flags.config_dir)
     expname = flags.expname or default_name
-    sbatch = flags.sbatch_dict()
+    flags.sbatch_dict()  # fail on bad JSON before anything is built
     if flags.dependent_jobs < 0:
         raise UserError(f"--dependent_jobs must be 0 or more, got {flags.dependent_jobs}.")
     jobs: list[Job] = []
@@ -171,9 +191,7 @@ def submit(flags: JobFlags, default_name: str, plan_factory) -> int:
     for i in range(flags.dependent_jobs + 1):
         for plan in plan_factory(cluster, i):
             for g in plan.groups:
-                g.hardware.partition = g.hardware.partition or flags.partition
-                g.hardware.time_min = g.hardware.time_min or flags.time_min
-                g.hardware.sbatch_kwargs = {**sbatch, **g.hardware.sbatch_kwargs}
+                flags.apply_to(g)
             name = "-".join(filter(None, [expname, plan.suffix, f"dep{i}" if i else ""]))
             job = Job(
                 name=name,
@@ -191,19 +209,7 @@ def submit(flags: JobFlags, default_name: str, plan_factory) -> int:
 
 
 def run_pipeline(flags: JobFlags, cluster, expname: str, jobs: list) -> int:
-    from pipeline_kit.pipeline import Pipeline
-
-    pipeline = Pipeline(
-        expname,
-        cluster,
-        jobs,
-        log_dir=flags.log_dir,
-        mount_paths=flags.mounts(),
-        reuse_code=flags.reuse_code,
-        allow_uncommitted=flags.allow_uncommitted,
-        cwd=os.getcwd(),
-    )
-    result = pipeline.run(dry_run=flags.dry_run, wait=flags.wait)
+    result = flags.pipeline(cluster, expname, jobs).run(dry_run=flags.dry_run, wait=flags.wait)
     if flags.dry_run:
         typer.echo(result.dry_run_text, nl=False)
         return 0

@@ -3,7 +3,6 @@ address (and, with --create_tunnel, forwards the port over the cluster's SSH tun
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import threading
 import time
@@ -28,7 +27,8 @@ def register(app: typer.Typer) -> None:
             float, typer.Option("--ready_timeout", help="Seconds to wait for the server to answer.")
         ] = 1800.0,
     ) -> int:
-        from pipeline_kit.pipeline import Job, Pipeline
+        from pipeline_kit.pipeline import Job
+        from pipeline_kit.pipeline.render import free_port
         from pipeline_kit.servers.component import server_container, server_group
 
         if not server.starts_server():
@@ -39,33 +39,17 @@ def register(app: typer.Typer) -> None:
                 f"--create_tunnel needs an ssh_tunnel section in {cluster.source}; add one or drop the flag."
             )
         spec = server.spec()
-        port = server.port() if server.server_port is not None else _free_port()
+        port = server.port() if server.server_port is not None else free_port()
         group = server_group(spec, server_container(spec, cluster, server.server_container), port)
-        group.hardware.partition = flags.partition
-        group.hardware.time_min = flags.time_min
-        group.hardware.sbatch_kwargs = flags.sbatch_dict()
+        flags.apply_to(group)
         expname = flags.expname or "server"
-        pipeline = Pipeline(
-            expname,
-            cluster,
-            [Job(expname, [group], run_after=list(flags.run_after or []))],
-            log_dir=flags.log_dir,
-            mount_paths=flags.mounts(),
-            reuse_code=flags.reuse_code,
-            allow_uncommitted=flags.allow_uncommitted,
-        )
+        pipeline = flags.pipeline(cluster, expname, [Job(expname, [group], run_after=list(flags.run_after or []))])
         if flags.dry_run:
             typer.echo(pipeline.run(dry_run=True).dry_run_text, nl=False)
             raise typer.Exit(0)
         if cluster.executor == "slurm":
             raise typer.Exit(_foreground_on_slurm(pipeline, expname, port, create_tunnel, ready_timeout))
         raise typer.Exit(_foreground_here(pipeline, expname, port, ready_timeout))
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _announce_when_ready(url: str, timeout: float, log: str | None, stop: threading.Event) -> None:
@@ -100,6 +84,7 @@ def _foreground_on_slurm(pipeline, expname: str, port: int, create_tunnel: bool,
     from pipeline_kit.launch.monitor import cancel_experiment, slurm_rows
     from pipeline_kit.launch.records import load_latest
     from pipeline_kit.launch.remote import remote_run, ssh_argv
+    from pipeline_kit.pipeline.render import free_port
 
     cluster = pipeline.cluster
     result = pipeline.run()
@@ -122,7 +107,7 @@ def _foreground_on_slurm(pipeline, expname: str, port: int, create_tunnel: bool,
                 time.sleep(1)
         url = f"http://{node}:{port}/v1"
         if create_tunnel:
-            local = _free_port()  # not the server's own port: the node may be this very host
+            local = free_port()  # not the server's own port: the node may be this very host
             forward = ["-N", "-o", "ExitOnForwardFailure=yes", "-L", f"127.0.0.1:{local}:{node}:{port}"]
             tunnel = subprocess.Popen([*ssh_argv(cluster)[:-1], *forward, ssh_argv(cluster)[-1]])
             url = f"http://127.0.0.1:{local}/v1"

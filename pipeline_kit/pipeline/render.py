@@ -71,13 +71,13 @@ def resolve_ports(jobs: list[Job], exclusive_base: int = 5000) -> dict[int, int]
         for group in job.groups:
             for i, command in enumerate(group.commands):
                 if command.port == AUTO_PORT:
-                    ports[id(command)] = exclusive_base + i if group.hardware.exclusive else _free_port()
+                    ports[id(command)] = exclusive_base + i if group.hardware.exclusive else free_port()
                 elif command.port is not None:
                     ports[id(command)] = int(command.port)
     return ports
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
