@@ -2,8 +2,12 @@
 elsewhere). It logs every completion request it receives (one JSON line), so tests count what reached the server.
 
   python stub_openai_server.py PORT REQUEST_LOG [--delay S] [--die_after N] [--never_ready] [--context_limit C]
+                               [--tir_rounds N [--tir_code TEMPLATE]]
 
-Answers `\\boxed{<the number in the last message>}`; prompts over C characters get the 400 error vLLM gives."""
+Answers `\\boxed{<the number in the last message>}`; prompts over C characters get the 400 error vLLM gives.
+With --tir_rounds N it is a scripted tool-using model: until the prompt holds N ```output blocks it writes a
+```python block (TEMPLATE with {numbers} = the problem's numbers joined by +, {round}), honouring `stop` like
+vLLM; then it answers \\boxed{<the last output>}. Only the sandbox can compute that output."""
 
 from __future__ import annotations
 
@@ -24,6 +28,8 @@ def main() -> None:
     ap.add_argument("--die_after", type=int, default=0)
     ap.add_argument("--never_ready", action="store_true")
     ap.add_argument("--context_limit", type=int, default=0)
+    ap.add_argument("--tir_rounds", type=int, default=0)
+    ap.add_argument("--tir_code", default="print({numbers})")
     args = ap.parse_args()
     lock = threading.Lock()
     served = [0]
@@ -71,6 +77,8 @@ def main() -> None:
             time.sleep(args.delay)
             numbers = re.findall(r"\d+", prompt)
             text = f"\\boxed{{{numbers[-1] if numbers else 0}}}"
+            if args.tir_rounds:
+                text = tir_answer(body, chat)
             usage = {"prompt_tokens": len(prompt), "completion_tokens": 3, "total_tokens": len(prompt) + 3}
             choice = {"index": 0, "finish_reason": "stop"}
             choice |= {"message": {"role": "assistant", "content": text}} if chat else {"text": text}
@@ -79,6 +87,22 @@ def main() -> None:
                 200,
                 {"id": "x", "object": obj, "created": 0, "model": body["model"], "choices": [choice], "usage": usage},
             )
+
+    def tir_answer(body: dict, chat: bool) -> str:
+        if chat:
+            question = next(m["content"] for m in body["messages"] if m["role"] == "user")
+            so_far = body["messages"][-1]["content"] if body["messages"][-1]["role"] == "assistant" else ""
+        else:
+            question = so_far = body["prompt"][0] if isinstance(body["prompt"], list) else body["prompt"]
+        outputs = re.findall(r"```output\n(.*?)```", so_far, re.S)
+        if len(outputs) >= args.tir_rounds:
+            return f"So the answer is \\boxed{{{outputs[-1].strip()}}}."
+        numbers = "+".join(re.findall(r"\d+", question.split("```")[0]))
+        text = f"Let me compute.\n```python\n{args.tir_code.format(numbers=numbers, round=len(outputs))}\n```\nDone."
+        for stop in body.get("stop") or []:
+            if stop in text:
+                text = text[: text.index(stop)]
+        return text
 
     server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
     server.daemon_threads = True

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from pipeline_kit.cli import experiments, generate_cmd, run_cmd, setup_cmd, start_server_cmd
+from pipeline_kit.cli import experiments, generate_cmd, run_cmd, setup_cmd, start_sandbox_cmd, start_server_cmd
 
 app = typer.Typer(
     name="kit",
@@ -16,6 +16,7 @@ app = typer.Typer(
 run_cmd.register(app)
 generate_cmd.register(app)
 start_server_cmd.register(app)
+start_sandbox_cmd.register(app)
 experiments.register(app)
 setup_cmd.register(app)
 

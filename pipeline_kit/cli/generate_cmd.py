@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from pipeline_kit.cli.job_flags import JobFlags, JobPlan, job_command, submit
+from pipeline_kit.cli.sandbox_flags import SandboxFlags
 from pipeline_kit.cli.server_flags import ServerFlags
 from pipeline_kit.errors import UserError
 
@@ -22,6 +23,7 @@ def register(app: typer.Typer) -> None:
     def generate(
         flags: JobFlags,
         server: ServerFlags,
+        sandbox: SandboxFlags,
         input_file: Annotated[str, typer.Option("--input_file", help="Input JSONL (a path where the job runs).")] = "",
         output_dir: Annotated[str, typer.Option("--output_dir", help="Folder for output[-rs{seed}].jsonl.")] = "",
         num_chunks: Annotated[int | None, typer.Option("--num_chunks", help="Cut the input into N chunks.")] = None,
@@ -95,7 +97,7 @@ def register(app: typer.Typer) -> None:
                 (*common, *flags.extra_args),
                 labels,
             )
-            groups = _groups(cluster, server, spec, container, client, array=len(shares) > 1)
+            groups = _groups(cluster, server, sandbox, spec, container, client, array=len(shares) > 1)
             return [JobPlan("", groups, {"array_size": len(shares)} if len(shares) > 1 else {})]
 
         raise typer.Exit(submit(flags, "generate", plan))
@@ -133,19 +135,33 @@ def _split(units: list, n: int) -> list[list]:
     return out
 
 
-def _groups(cluster, server: ServerFlags, spec, container: str | None, client: ClientCommand, array: bool):
-    """One job: server group + client group (a het job on Slurm). An array job (several shares of the units)
-    cannot be heterogeneous on Slurm, so each element runs the server and its client side by side in one group."""
-    from pipeline_kit.pipeline import Command, CommandGroup, HardwareConfig
+def _groups(
+    cluster, server: ServerFlags, sandbox: SandboxFlags, spec, container: str | None, client: ClientCommand, array: bool
+):
+    """One job: server group + client group (+ sandbox group): a het job on Slurm. An array job (several shares of
+    the units) cannot be heterogeneous on Slurm, so each element runs everything side by side in one group."""
+    from pipeline_kit.pipeline import AUTO_PORT, Command, CommandGroup, HardwareConfig
+    from pipeline_kit.sandbox.component import SANDBOX_NAME
     from pipeline_kit.servers.component import SERVER_NAME, server_container, server_group
 
     if container:
         cluster.container(container)
     client_container = container or ("kit" if "kit" in cluster.containers else None)
+    sandboxed = sandbox.group(cluster, AUTO_PORT) if sandbox.with_sandbox else None
+    refs = {SANDBOX_NAME: sandboxed.commands[0]} if sandboxed else {}
+    if array and sandboxed and sandboxed.container != client_container:
+        raise UserError(
+            f"several jobs run the sandbox beside the client in one container, but they differ ({sandboxed.container} "
+            f"vs {client_container}); pass --num_jobs=1 or the same --container and --sandbox_container."
+        )
     if not server.starts_server():
-        return [CommandGroup([Command(client, name="client", container=client_container)], name="client")]
+        client_cmd = Command(client, name="client", container=client_container, refs=refs)
+        if array and sandboxed:
+            return [CommandGroup([*sandboxed.commands, client_cmd], name="generate")]
+        return [CommandGroup([client_cmd], name="client"), *([sandboxed] if sandboxed else [])]
     served = server_group(spec, server_container(spec, cluster, server.server_container), server.port())
-    client_cmd = Command(client, name="client", container=client_container, refs={SERVER_NAME: served.commands[0]})
+    refs[SERVER_NAME] = served.commands[0]
+    client_cmd = Command(client, name="client", container=client_container, refs=refs)
     if array:
         if spec.nodes > 1:
             raise UserError(
@@ -157,6 +173,7 @@ def _groups(cluster, server: ServerFlags, spec, container: str | None, client: C
                 f"several jobs run server and client in one container, but they differ ({served.container} vs "
                 f"{client_container}); pass --num_jobs=1 or the same --container and --server_container."
             )
-        return [CommandGroup([*served.commands, client_cmd], name="generate")]
+        sandbox_cmds = sandboxed.commands if sandboxed else []
+        return [CommandGroup([*served.commands, *sandbox_cmds, client_cmd], name="generate")]
     hardware = HardwareConfig(partition=cluster.cpu_partition) if cluster.executor == "slurm" else HardwareConfig()
-    return [served, CommandGroup([client_cmd], hardware=hardware, name="client")]
+    return [served, CommandGroup([client_cmd], hardware=hardware, name="client"), *([sandboxed] if sandboxed else [])]

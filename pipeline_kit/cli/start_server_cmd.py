@@ -3,16 +3,16 @@ address (and, with --create_tunnel, forwards the port over the cluster's SSH tun
 
 from __future__ import annotations
 
-import subprocess
-import threading
-import time
 from typing import Annotated
 
 import typer
 
+from pipeline_kit.cli.foreground import Service, foreground_here, foreground_on_slurm
 from pipeline_kit.cli.job_flags import JobFlags, cluster_from, job_command
 from pipeline_kit.cli.server_flags import ServerFlags
 from pipeline_kit.errors import UserError
+
+SERVER = Service("start_server", "server", "/v1")
 
 
 def register(app: typer.Typer) -> None:
@@ -48,84 +48,5 @@ def register(app: typer.Typer) -> None:
             typer.echo(pipeline.run(dry_run=True).dry_run_text, nl=False)
             raise typer.Exit(0)
         if cluster.executor == "slurm":
-            raise typer.Exit(_foreground_on_slurm(pipeline, expname, port, create_tunnel, ready_timeout))
-        raise typer.Exit(_foreground_here(pipeline, expname, port, ready_timeout))
-
-
-def _announce_when_ready(url: str, timeout: float, log: str | None, stop: threading.Event) -> None:
-    from pipeline_kit.inference.server_wait import ServerError, wait_until_ready
-
-    try:
-        waited = wait_until_ready(url, timeout, log)
-    except ServerError as e:
-        if not stop.is_set():
-            typer.echo(f"kit start_server: {e}", err=True)
-        return
-    if not stop.is_set():
-        typer.echo(f"kit start_server: ready after {waited:.0f} s at {url}", err=True)
-
-
-def _foreground_here(pipeline, expname: str, port: int, ready_timeout: float) -> int:
-    """none/local: the job runs until the server exits or Ctrl-C (which cancels it, see launch.submit)."""
-    url = f"http://127.0.0.1:{port}/v1"
-    typer.echo(f"kit start_server: {expname} serves at {url} (Ctrl-C stops it)", err=True)
-    stop = threading.Event()
-    threading.Thread(target=_announce_when_ready, args=(url, ready_timeout, None, stop), daemon=True).start()
-    result = pipeline.run(wait=True)
-    stop.set()
-    states = set(result.states.values())
-    typer.echo(f"kit start_server: the server ended ({', '.join(sorted(states)) or 'no state'})", err=True)
-    return 130 if states == {"CANCELLED"} else 0 if result.ok else 1
-
-
-def _foreground_on_slurm(pipeline, expname: str, port: int, create_tunnel: bool, ready_timeout: float) -> int:
-    """Slurm: submit, wait for the node, print the address (tunnelled here with --create_tunnel), then stay until
-    the job ends; Ctrl-C cancels it."""
-    from pipeline_kit.launch.monitor import cancel_experiment, slurm_rows
-    from pipeline_kit.launch.records import load_latest
-    from pipeline_kit.launch.remote import remote_run, ssh_argv
-    from pipeline_kit.pipeline.render import free_port
-
-    cluster = pipeline.cluster
-    result = pipeline.run()
-    job_id = result.slurm_ids[expname][0]
-    record = load_latest(cluster, expname)
-    log = f"{record.log_dir}/{expname}/server.log"
-    typer.echo(f"kit start_server: submitted slurm job {job_id}; log {log}", err=True)
-    tunnel = None
-    stop = threading.Event()
-    try:
-        node = None
-        while node is None:
-            out = remote_run(cluster, f"squeue -h -j {job_id} -o '%T %N'", check=False).stdout.split()
-            if out and out[0] == "RUNNING" and len(out) > 1:
-                node = remote_run(cluster, f"scontrol show hostnames {out[1]} | head -n1").stdout.strip()
-            elif not out or out[0] not in ("PENDING", "CONFIGURING", "RUNNING"):
-                typer.echo(f"kit start_server: job {job_id} ended before it ran ({' '.join(out) or 'gone'})", err=True)
-                return 1
-            else:
-                time.sleep(1)
-        url = f"http://{node}:{port}/v1"
-        if create_tunnel:
-            local = free_port()  # not the server's own port: the node may be this very host
-            forward = ["-N", "-o", "ExitOnForwardFailure=yes", "-L", f"127.0.0.1:{local}:{node}:{port}"]
-            tunnel = subprocess.Popen([*ssh_argv(cluster)[:-1], *forward, ssh_argv(cluster)[-1]])
-            url = f"http://127.0.0.1:{local}/v1"
-        typer.echo(f"kit start_server: {expname} serves at {url} on {node} (Ctrl-C stops it)", err=True)
-        local_log = None if cluster.ssh_tunnel else log
-        threading.Thread(target=_announce_when_ready, args=(url, ready_timeout, local_log, stop), daemon=True).start()
-        while True:
-            rows = slurm_rows(cluster, [job_id])
-            state = rows[job_id] if job_id in rows else "PENDING"  # sacct may lag behind squeue
-            if state not in ("PENDING", "RUNNING"):
-                typer.echo(f"kit start_server: job {job_id} ended ({state})", err=True)
-                return 0 if state == "SUCCEEDED" else 1
-            time.sleep(2)
-    except KeyboardInterrupt:
-        cancel_experiment(cluster, record)
-        typer.echo(f"kit start_server: cancelled slurm job {job_id}", err=True)
-        return 130
-    finally:
-        stop.set()
-        if tunnel is not None:
-            tunnel.terminate()
+            raise typer.Exit(foreground_on_slurm(SERVER, pipeline, expname, port, create_tunnel, ready_timeout))
+        raise typer.Exit(foreground_here(SERVER, pipeline, expname, port, ready_timeout))

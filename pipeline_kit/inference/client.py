@@ -7,7 +7,7 @@ import asyncio
 import os
 import random
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pipeline_kit.inference.config import GenerateConfig
 from pipeline_kit.inference.server_wait import ServerError, log_tail
@@ -19,6 +19,8 @@ class Completion:
     num_generated_tokens: int
     generation_time: float
     error: str | None = None
+    finish_reason: str | None = None  # "stop" (end of sequence or a stop phrase) or "length"
+    extra: dict = field(default_factory=dict)  # more per-sample fields (code rounds of a TIR sample)
 
 
 CONTEXT_HINTS = ("context length", "maximum context", "context window", "too long", "max_model_len")
@@ -104,22 +106,33 @@ class GenerationClient:
             params["extra_body"] = {"top_k": inf.top_k}
         return params
 
-    async def _request(self, messages: list[dict]) -> tuple[str, int]:
+    async def _request(self, messages: list[dict], prefix: str, overrides: dict) -> tuple[str, int, str]:
+        """`prefix`: the answer so far, which the model continues (after a code round)."""
+        params = {**self.params, **overrides}
         if self.template is None:
-            resp = await self.litellm.acompletion(messages=messages, **self.params)
+            if prefix:  # vLLM/SGLang: continue the last assistant message instead of starting a new one
+                messages = [*messages, {"role": "assistant", "content": prefix}]
+                extra = {**params.get("extra_body", {}), "continue_final_message": True, "add_generation_prompt": False}
+                params = {**params, "extra_body": extra}
+            resp = await self.litellm.acompletion(messages=messages, **params)
             text = resp.choices[0].message.content or ""
         else:
-            resp = await self.litellm.atext_completion(prompt=self.template.render(messages), **self.params)
+            resp = await self.litellm.atext_completion(prompt=self.template.render(messages) + prefix, **params)
             text = resp.choices[0].text or ""
         usage = getattr(resp, "usage", None)
-        return text, int(getattr(usage, "completion_tokens", 0) or 0)
+        return text, int(getattr(usage, "completion_tokens", 0) or 0), resp.choices[0].finish_reason
 
-    async def generate(self, messages: list[dict]) -> Completion:
+    async def generate(
+        self, messages: list[dict], prefix: str = "", stop: list[str] | None = None, max_tokens: int | None = None
+    ) -> Completion:
+        """One completion; `stop` and `max_tokens` replace the configured ones for this request."""
         start = time.monotonic()
+        overrides = {"stop": stop} if stop is not None else {}
+        overrides |= {"max_tokens": max_tokens} if max_tokens is not None else {}
         for attempt in range(self.cfg.max_retries + 1):
             try:
-                text, tokens = await self._request(messages)
-                return Completion(text, tokens, time.monotonic() - start)
+                text, tokens, finish = await self._request(messages, prefix, overrides)
+                return Completion(text, tokens, time.monotonic() - start, finish_reason=finish)
             except self.litellm.ContextWindowExceededError as e:
                 return Completion("", 0, time.monotonic() - start, error=f"context length exceeded: {e}")
             except self.litellm.BadRequestError as e:

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 
 from pipeline_kit.inference.config import override_value
 from pipeline_kit.pipeline.model import Endpoint
+from pipeline_kit.sandbox.component import SANDBOX_NAME
+from pipeline_kit.sandbox.component import address as sandbox_address
 from pipeline_kit.servers.base import ServerSpec, get_server_type
 from pipeline_kit.servers.component import SERVER_LOG, SERVER_NAME
 
@@ -33,6 +35,8 @@ class ClientCommand:
         else:
             server_args = [shlex.quote(f"++server.base_url={self.server.address}")]
         args = [*server_args, shlex.quote(f"++server.model={override_value(self.server.name)}")]
+        if SANDBOX_NAME in refs:  # --with_sandbox: the job's own sandbox
+            args.append(f'"++sandbox_address={sandbox_address(refs)}"')
         args += [shlex.quote(a) for a in self.overrides]
         lists = [f"[{','.join(share)}]" for share in self.shares]  # labels: letters, digits, _
         prefix = ""

@@ -51,6 +51,15 @@ class GenerateConfig:
     rerun_done: bool = False
     postprocess_cmd: str | None = None  # run once the final (merged) file is written
     progress_every: float = 30.0  # seconds between progress lines when not on a terminal
+    # tool-integrated reasoning: code blocks run in the sandbox and their output is spliced into the generation
+    code_execution: bool = False
+    code_tags: str = "qwen"  # a tag set under prompts/code_tags/ (qwen, tool_call) or a YAML file
+    max_code_executions: int = 8  # code rounds per sample
+    code_timeout: float = 10.0  # seconds per code round
+    max_code_output_characters: int = 1000  # of each round's output the model sees
+    code_language: str = "ipython"  # python | ipython (prints the last expression) | shell
+    code_budget_note: bool = False  # tell the model after each round how many rounds it has left
+    sandbox_address: str | None = None  # http://host:port of `kit start_sandbox`; --with_sandbox sets it
 
 
 def override_value(value: str) -> str:

@@ -15,6 +15,7 @@ from pipeline_kit.inference import unit_files
 from pipeline_kit.inference.config import GenerateConfig, parse_overrides
 from pipeline_kit.inference.prompts import load_prompt_config
 from pipeline_kit.inference.server_wait import ServerError, wait_until_ready
+from pipeline_kit.inference.tir import CodeRunner, check_code_settings
 
 
 def say(message: str) -> None:
@@ -40,17 +41,22 @@ async def generate_unit(cfg: GenerateConfig, rows: list[tuple[int, dict]], all_m
             waited = wait_until_ready(cfg.server.base_url, cfg.server.ready_timeout, cfg.server.server_log, key)
             say(f"server {cfg.server.base_url} ready after {waited:.1f} s")
             client = GenerationClient(cfg, key)
+            code_runner = await CodeRunner.start(cfg, client, say) if cfg.code_execution else None
             semaphore = asyncio.Semaphore(cfg.max_concurrent_requests)
             progress = Progress(len(rows), len(rows) - len(todo), cfg.progress_every)
 
             async def one(i: int) -> None:
                 async with semaphore:
-                    result = await client.generate(all_messages[i])
+                    if code_runner is None:
+                        result = await client.generate(all_messages[i])
+                    else:
+                        result = await code_runner.generate(all_messages[i])
                 sample = {
                     **rows[i][1],
                     "generation": result.text,
                     "num_generated_tokens": result.num_generated_tokens,
                     "generation_time": round(result.generation_time, 4),
+                    **result.extra,
                 }
                 if result.error:
                     sample["error"] = result.error
@@ -67,6 +73,8 @@ async def generate_unit(cfg: GenerateConfig, rows: list[tuple[int, dict]], all_m
                 raise
             finally:
                 await client.close()
+                if code_runner is not None:
+                    await code_runner.close()
         progress_file.finish(cfg.output_file, len(rows))
     finally:
         progress_file.close()
@@ -87,6 +95,7 @@ def run(cfg: GenerateConfig) -> None:
     if not cfg.rerun_done and unit_files.done_marker(out).exists():
         say(f"{out} is done; skipping (pass ++rerun_done=true to redo it)")
     else:
+        check_code_settings(cfg)
         prompt = load_prompt_config(cfg.prompt_config)
         rows = unit_files.read_input(cfg.input_file, cfg.chunk_id, cfg.num_chunks)
         all_messages = [prompt.messages(record, line_no) for line_no, record in rows]  # fail before any request

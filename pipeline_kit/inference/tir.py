@@ -1,0 +1,213 @@
+"""Tool-integrated reasoning: generate until the closing code tag, run the last code block in the sample's sandbox
+session, splice its output in between the output tags, and go on, up to `max_code_executions` rounds.
+Tag sets are YAML files under prompts/code_tags/ (`qwen`: ```python / ```output; `tool_call`: <tool_call>)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+import yaml
+
+from pipeline_kit.errors import UserError
+from pipeline_kit.inference.config import GenerateConfig
+from pipeline_kit.inference.prompts import PROMPTS_DIR
+from pipeline_kit.inference.server_wait import ServerError
+
+CODE_TAGS_DIR = PROMPTS_DIR / "code_tags"
+
+
+@dataclass(frozen=True)
+class CodeTags:
+    code_begin: str
+    code_end: str
+    code_output_begin: str
+    code_output_end: str
+    code_format: str = "raw"  # raw | tool_call_json ({"name": ..., "arguments": {"code": ...}} or raw code)
+
+    def last_open_block(self, text: str) -> str | None:
+        """The code after the last opening tag, if that block was not closed (generation stopped at its end)."""
+        start = text.rfind(self.code_begin)
+        if start < 0:
+            return None
+        body = text[start + len(self.code_begin) :]
+        if self.code_end.strip() in body:
+            return None
+        return self._code(body)
+
+    def _code(self, body: str) -> str:
+        if self.code_format == "tool_call_json":
+            try:
+                call = json.loads(body)
+                return call["arguments"]["code"]
+            except (ValueError, KeyError, TypeError):
+                return body
+        return body
+
+    def output_block(self, output: str) -> str:
+        if output and not output.endswith("\n"):
+            output += "\n"
+        return self.code_output_begin + output + self.code_output_end
+
+
+def load_code_tags(name: str) -> CodeTags:
+    """A shipped tag set (`qwen`, `tool_call`) or a YAML file with the CodeTags keys."""
+    path = Path(name) if name.endswith((".yaml", ".yml")) else CODE_TAGS_DIR / f"{name}.yaml"
+    if not path.is_file():
+        shipped = ", ".join(sorted(p.stem for p in CODE_TAGS_DIR.glob("*.yaml")))
+        raise UserError(f"++code_tags={name}: no such tag set (shipped: {shipped}) nor YAML file.")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as e:
+        raise UserError(f"{path}: not valid YAML ({str(e).splitlines()[0]}); fix the file.") from None
+    names = [f.name for f in fields(CodeTags)]
+    if not isinstance(data, dict):
+        raise UserError(f"{path}: a code tag set is a mapping with keys {', '.join(names)}.")
+    unknown = sorted(set(data) - set(names))
+    if unknown:
+        raise UserError(f"{path}: unknown key '{unknown[0]}'; code tag sets take {', '.join(names)}.")
+    missing = [n for n in names[:4] if not isinstance(data.get(n), str) or not data[n]]
+    if missing:
+        raise UserError(f"{path}: '{missing[0]}' is required (a non-empty string).")
+    return CodeTags(**data)
+
+
+@dataclass
+class CodeSettings:
+    max_code_executions: int
+    timeout: float
+    max_output_characters: int
+    language: str
+    budget_note: bool
+
+
+def format_result(result: dict, timeout: float) -> str:
+    """What the model sees of one execution."""
+    text = result["stdout"] + result["stderr"]
+    if result["status"] == "timeout":
+        text += ("\n" if text and not text.endswith("\n") else "") + f"Execution timed out after {timeout:g} s"
+    return text
+
+
+async def generate_with_code(
+    client, sandbox, messages: list[dict], tags: CodeTags, settings: CodeSettings, stop: list[str], max_tokens: int
+):
+    """One sample with code rounds. Returns the Completion, with the per-sample code statistics in `extra`."""
+    from pipeline_kit.inference.client import Completion
+    from pipeline_kit.sandbox.client import SandboxError
+
+    session = uuid.uuid4().hex
+    start = time.monotonic()
+    text, tokens, rounds, timeouts, exec_time, error = "", 0, 0, 0, 0.0, None
+    try:
+        while True:
+            can_run = rounds < settings.max_code_executions
+            stops = [*stop, tags.code_end] if can_run else stop
+            part = await client.generate(messages, prefix=text, stop=stops, max_tokens=max_tokens - tokens)
+            text += part.text
+            tokens += part.num_generated_tokens
+            if part.error:
+                error = part.error
+                break
+            code = tags.last_open_block(text) if can_run and part.finish_reason == "stop" else None
+            if code is None or tokens >= max_tokens:
+                break
+            try:
+                result = await sandbox.execute(
+                    code,
+                    language=settings.language,
+                    session_id=session,
+                    timeout=settings.timeout,
+                    max_output_characters=settings.max_output_characters,
+                )
+            except SandboxError as e:
+                error = f"code execution failed: {e}"
+                break
+            rounds += 1
+            timeouts += result["status"] == "timeout"
+            exec_time += result.get("wall_seconds", 0.0)
+            text += tags.code_end + tags.output_block(format_result(result, settings.timeout))
+            if settings.budget_note:
+                left = settings.max_code_executions - rounds
+                text += f"You have {left} code execution{'s' if left != 1 else ''} left.\n"
+    finally:
+        try:
+            await sandbox.delete_session(session)
+        except SandboxError:
+            pass
+    extra = {
+        "code_rounds_executed": rounds,
+        "num_code_timeouts": timeouts,
+        "code_execution_time": round(exec_time, 4),
+    }
+    return Completion(text, tokens, time.monotonic() - start, error=error, extra=extra)
+
+
+class CodeRunner:
+    """The sandbox side of a TIR run: the tag set, the settings and one client for every sample."""
+
+    def __init__(self, cfg: GenerateConfig, client, sandbox):
+        self.cfg, self.client, self.sandbox = cfg, client, sandbox
+        self.tags = load_code_tags(cfg.code_tags)
+        self.settings = CodeSettings(
+            cfg.max_code_executions,
+            cfg.code_timeout,
+            cfg.max_code_output_characters,
+            cfg.code_language,
+            cfg.code_budget_note,
+        )
+
+    @classmethod
+    async def start(cls, cfg: GenerateConfig, client, say) -> CodeRunner:
+        from pipeline_kit.sandbox.client import SandboxClient
+
+        sandbox = SandboxClient(cfg.sandbox_address, max_connections=cfg.max_concurrent_requests)
+        waited = await wait_for_sandbox(sandbox, cfg.server.ready_timeout)
+        say(f"sandbox {cfg.sandbox_address} ready after {waited:.1f} s")
+        return cls(cfg, client, sandbox)
+
+    async def generate(self, messages: list[dict]):
+        stop = list(self.cfg.inference.stop_phrases)
+        return await generate_with_code(
+            self.client, self.sandbox, messages, self.tags, self.settings, stop, self.cfg.inference.tokens_to_generate
+        )
+
+    async def close(self) -> None:
+        await self.sandbox.close()
+
+
+async def wait_for_sandbox(sandbox, timeout: float) -> float:
+    from pipeline_kit.sandbox.client import SandboxError
+
+    start = time.monotonic()
+    while True:
+        try:
+            await sandbox.health()
+            return time.monotonic() - start
+        except SandboxError as e:
+            if time.monotonic() - start > timeout:
+                raise ServerError(f"the sandbox at {sandbox.address} was not ready after {timeout:g} s ({e})") from None
+            await asyncio.sleep(1.0)
+
+
+def check_code_settings(cfg: GenerateConfig) -> None:
+    """Fail before any request on a TIR setting that cannot work."""
+    from pipeline_kit.sandbox.limits import LANGUAGES
+
+    if not cfg.code_execution:
+        return
+    if not cfg.sandbox_address:
+        raise UserError(
+            "++code_execution=true needs a sandbox: pass --with_sandbox to kit generate, or "
+            "++sandbox_address=http://host:port of a running `kit start_sandbox`."
+        )
+    if cfg.code_language not in LANGUAGES:
+        raise UserError(f"++code_language={cfg.code_language} is not one of {', '.join(LANGUAGES)}.")
+    for key in ("max_code_executions", "code_timeout", "max_code_output_characters"):
+        if getattr(cfg, key) < 0 or (key == "code_timeout" and cfg.code_timeout == 0):
+            raise UserError(f"++{key}={getattr(cfg, key)} must be positive.")
+    load_code_tags(cfg.code_tags)

@@ -1,0 +1,297 @@
+"""Linux isolation primitives, through libc (stdlib only: the worker imports this before it takes requests).
+
+A worker calls `enter_worker_namespaces` once (user, network, IPC, UTS and mount namespaces, a read-only staging root
+of allow-listed folders); every execution then calls `enter_execution_namespaces` (its own user, PID and mount
+namespaces) and, in the PID namespace's first process, `enter_execution_root` (fresh /proc and /tmp, chroot)
+and `drop_privileges` (no capabilities, no new privileges)."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import platform
+import resource
+from dataclasses import dataclass
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWUTS = 0x04000000
+CLONE_NEWIPC = 0x08000000
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWPID = 0x20000000
+CLONE_NEWNET = 0x40000000
+
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
+MS_REMOUNT, MS_NOATIME, MS_NODIRATIME, MS_BIND = 32, 1024, 2048, 4096
+MS_REC, MS_PRIVATE, MS_RELATIME = 16384, 1 << 18, 1 << 21
+
+PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT = 1, 4, 24, 38, 47
+PR_CAP_AMBIENT_CLEAR_ALL = 4
+_SYSCALLS = {"x86_64": {"capset": 126}, "aarch64": {"capset": 91}}
+NOBODY = 65534
+# the staging root the worker builds; each execution chroots into it
+STAGING = "/tmp"
+DEVICES = ("null", "zero", "full", "random", "urandom")
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
+_libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+
+
+class IsolationError(OSError):
+    """A namespace or mount step failed (user namespaces off, seccomp in a container, ...)."""
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        err = ctypes.get_errno()
+        raise IsolationError(err, f"{what}: {os.strerror(err)}")
+
+
+def _b(path: str | None) -> bytes | None:
+    return None if path is None else os.fsencode(path)
+
+
+def mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
+    _check(_libc.mount(_b(source), _b(target), _b(fstype), flags, _b(data)), f"mount {fstype or source} on {target}")
+
+
+def unshare(flags: int) -> None:
+    _check(_libc.unshare(flags), f"unshare({flags:#x})")
+
+
+def _syscall(name: str, *args) -> int:
+    numbers = _SYSCALLS.get(platform.machine())
+    if numbers is None:
+        raise IsolationError(0, f"unsupported machine {platform.machine()} for {name}")
+    return _libc.syscall(numbers[name], *args)
+
+
+@dataclass(frozen=True)
+class Layers:
+    """Which isolation layers run. `full()` is the default; the benchmark switches layers off one at a time."""
+
+    user_ns: bool = True  # the worker runs as an unprivileged uid mapped to root of its own user namespace
+    net_ns: bool = True  # no network: a namespace with only a down loopback
+    pid_ns: bool = True  # one PID namespace per execution: its first process dying kills every descendant
+    mount_ns: bool = True  # read-only allow-listed root, fresh /proc, private tmpfs /tmp, chroot
+    rlimits: bool = True  # memory, CPU time, processes, file size, open files
+
+    @classmethod
+    def full(cls) -> Layers:
+        return cls()
+
+    @classmethod
+    def parse(cls, text: str) -> Layers:
+        """'full', or a comma list of the layers to switch off: 'no-net_ns,no-pid_ns'."""
+        if text == "full":
+            return cls()
+        off = {}
+        names = {f: True for f in cls.__dataclass_fields__}
+        for item in filter(None, text.split(",")):
+            name = item.removeprefix("no-")
+            if name not in names or not item.startswith("no-"):
+                raise ValueError(f"unknown isolation layer '{item}'; use 'full' or no-{'/no-'.join(names)}")
+            off[name] = False
+        return cls(**off)
+
+    def describe(self) -> list[str]:
+        return [name for name in self.__dataclass_fields__ if getattr(self, name)]
+
+
+def _write(path: str, text: str) -> None:
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def _map_ids(outer_uid: int, outer_gid: int, pid: str = "self") -> None:
+    if pid == "self":
+        _write(f"/proc/{pid}/setgroups", "deny")  # a process may map only its own gid when it cannot setgroups
+    _write(f"/proc/{pid}/uid_map", f"0 {outer_uid} 1")
+    _write(f"/proc/{pid}/gid_map", f"0 {outer_gid} 1")
+
+
+def _unshare_user_as_nobody(flags: int) -> None:
+    """unshare(CLONE_NEWUSER | flags) with root of the namespace mapped to nobody. Only a process in the parent
+    namespace may write a map that is not its own uid, so a forked helper (still root outside) writes it."""
+    ready_r, ready_w = os.pipe()
+    helper = os.fork()
+    if helper == 0:
+        code = 1
+        try:
+            os.close(ready_w)
+            if os.read(ready_r, 1) == b"u":
+                _map_ids(NOBODY, NOBODY, str(os.getppid()))
+                code = 0
+        finally:
+            os._exit(code)
+    os.close(ready_r)
+    try:
+        unshare(CLONE_NEWUSER | flags)
+        os.write(ready_w, b"u")
+    finally:
+        os.close(ready_w)
+        _, status = os.waitpid(helper, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise IsolationError(0, "could not map the worker's user namespace to nobody")
+
+
+def _mount_flags(fd: int) -> int:
+    """The flags a bind of `fd` must keep: a user namespace may add restrictions, never drop locked ones."""
+    st = os.fstatvfs(fd)
+    flags = 0
+    for st_flag, ms_flag in (
+        (os.ST_NOSUID, MS_NOSUID),
+        (os.ST_NODEV, MS_NODEV),
+        (os.ST_NOEXEC, MS_NOEXEC),
+        (os.ST_NOATIME, MS_NOATIME),
+        (os.ST_NODIRATIME, MS_NODIRATIME),
+        (os.ST_RELATIME, MS_RELATIME),
+    ):
+        if st.f_flag & st_flag:
+            flags |= ms_flag
+    return flags
+
+
+def _bind_readonly(source_fd: int, target: str) -> None:
+    mount(f"/proc/self/fd/{source_fd}", target, None, MS_BIND | MS_REC)
+    flags = MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | _mount_flags(source_fd)
+    mount(None, target, None, flags)
+
+
+def _open_sources(readonly_paths: list[str]) -> dict[str, int | str]:
+    """Path -> an O_PATH fd to bind from (opened while root may still traverse, e.g. /root/.pyenv), or the
+    target of a top-level symlink (/bin -> usr/bin on merged-/usr systems)."""
+    sources: dict[str, int | str] = {}
+    for path in sorted({os.path.realpath(p) if os.path.dirname(p) != "/" else p for p in readonly_paths}):
+        if os.path.islink(path):
+            sources[path] = os.readlink(path)
+        elif os.path.exists(path):
+            sources[path] = os.open(path, os.O_PATH | os.O_CLOEXEC)
+    for name in DEVICES:
+        sources[f"/dev/{name}"] = os.open(f"/dev/{name}", os.O_PATH | os.O_CLOEXEC)
+    return sources
+
+
+def enter_worker_namespaces(layers: Layers, readonly_paths: list[str]) -> None:
+    """Once per worker: user + network + IPC + UTS + mount namespaces and the staging root under STAGING.
+
+    Root maps root of the new user namespace to `nobody` (root mapped to root would keep owning root's files) and
+    opens the folders to bind first, while it may still traverse folders like /root."""
+    as_root = os.getuid() == 0
+    if not layers.user_ns:
+        if layers.net_ns or layers.mount_ns:
+            unshare((CLONE_NEWNET if layers.net_ns else 0) | (CLONE_NEWNS if layers.mount_ns else 0))
+    else:
+        flags = CLONE_NEWIPC | CLONE_NEWUTS | (CLONE_NEWNS if layers.mount_ns else 0)
+        flags |= CLONE_NEWNET if layers.net_ns else 0
+        if as_root:
+            os.setgroups([])
+            _unshare_user_as_nobody(flags)
+        else:
+            uid, gid = os.getuid(), os.getgid()
+            unshare(CLONE_NEWUSER | flags)
+            _map_ids(uid, gid)
+    # opened in the new mount namespace (a bind's source must be in it) and before root turns into nobody
+    sources = _open_sources(readonly_paths) if layers.mount_ns else {}
+    try:
+        if layers.user_ns and as_root:
+            os.setresgid(0, 0, 0)  # root of the namespace, which is nobody outside; capabilities stay
+            os.setresuid(0, 0, 0)
+            _libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)  # a uid change clears it; uid_map writes need it
+        if layers.mount_ns:
+            _build_staging_root(sources)
+    finally:
+        for source in sources.values():
+            if isinstance(source, int):
+                os.close(source)
+
+
+def _build_staging_root(sources: dict[str, int | str]) -> None:
+    mount(None, "/", None, MS_REC | MS_PRIVATE)
+    mount("tmpfs", STAGING, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=16m")
+    dev = STAGING + "/dev"
+    os.makedirs(dev)
+    mount("tmpfs", dev, "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=64k")
+    for path, source in sources.items():
+        target = STAGING + path
+        if isinstance(source, str):
+            os.symlink(source, target)
+        elif path.startswith("/dev/"):
+            open(target, "w").close()
+            mount(f"/proc/self/fd/{source}", target, None, MS_BIND)
+        else:
+            os.makedirs(target, exist_ok=True)
+            _bind_readonly(source, target)
+    for name, target in (("fd", "/proc/self/fd"), ("stdin", "fd/0"), ("stdout", "fd/1"), ("stderr", "fd/2")):
+        os.symlink(target, f"{dev}/{name}")
+    os.makedirs(f"{dev}/shm")
+    mount(None, dev, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NOEXEC)
+    for folder in ("proc", "tmp"):
+        os.makedirs(f"{STAGING}/{folder}", exist_ok=True)
+    mount(None, STAGING, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
+
+
+def enter_execution_namespaces(layers: Layers) -> None:
+    """In the forked execution parent: its own user, PID and mount namespaces (the next fork is PID 1)."""
+    flags = (CLONE_NEWPID if layers.pid_ns else 0) | (CLONE_NEWNS if layers.mount_ns else 0)
+    if layers.user_ns and flags:
+        flags |= CLONE_NEWUSER  # its own process count (RLIMIT_NPROC is counted per user namespace)
+    if not flags:
+        return
+    unshare(flags)
+    if flags & CLONE_NEWUSER:
+        _map_ids(0, 0)  # root of the worker's namespace (itself an unprivileged uid outside) maps to root here
+
+
+def enter_execution_root(layers: Layers, tmp_bytes: int) -> None:
+    """In PID 1 of the execution: mount its /proc and a private /tmp, then make the staging root its `/`."""
+    if not layers.mount_ns:
+        return
+    if layers.pid_ns:
+        mount("proc", STAGING + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    opts = f"mode=1777,size={tmp_bytes},nr_inodes=10000"
+    mount("tmpfs", STAGING + "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, opts)
+    mount("tmpfs", STAGING + "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, opts)
+    # chroot, not pivot_root: the staging mount is locked in this (less privileged) namespace, and pivot_root
+    # refuses locked mounts. With every capability dropped next, the code cannot chroot again to climb out.
+    os.chroot(STAGING)
+    os.chdir("/tmp")
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+
+def drop_privileges() -> None:
+    """No capabilities left (bounding, ambient, effective, permitted, inheritable) and no way to gain any."""
+    _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
+    last_cap = (
+        int(open("/proc/sys/kernel/cap_last_cap").read()) if os.path.exists("/proc/sys/kernel/cap_last_cap") else 40
+    )
+    for cap in range(last_cap + 1):
+        _libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)  # EPERM without CAP_SETPCAP: then there is nothing to drop
+    _libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+    header = _CapHeader(0x20080522, 0)
+    data = (_CapData * 2)()
+    _check(_syscall("capset", ctypes.byref(header), ctypes.byref(data)), "capset")
+
+
+def die_with_parent() -> None:
+    _libc.prctl(PR_SET_PDEATHSIG, 9, 0, 0, 0)
+
+
+def set_limits(memory: int, cpu_seconds: int, processes: int, file_size: int, open_files: int) -> None:
+    """Soft = hard, so the code cannot raise them back (raising a hard limit needs CAP_SYS_RESOURCE)."""
+    for limit, value in (
+        (resource.RLIMIT_AS, memory),
+        (resource.RLIMIT_CPU, cpu_seconds),
+        (resource.RLIMIT_NPROC, processes),
+        (resource.RLIMIT_FSIZE, file_size),
+        (resource.RLIMIT_NOFILE, open_files),
+        (resource.RLIMIT_CORE, 0),
+    ):
+        resource.setrlimit(limit, (value, value))

@@ -1,0 +1,235 @@
+"""The sandbox HTTP server: POST /execute (stateless, or a session with X-Session-ID), GET /sessions,
+DELETE /sessions/{id}, GET /health.  python -m pipeline_kit.sandbox.server --port 6000 [--workers N] ..."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import sys
+import time
+
+from pipeline_kit.sandbox.executions import Session, run_stateless
+from pipeline_kit.sandbox.isolation import Layers
+from pipeline_kit.sandbox.limits import BadRequest, GiB, Limits, MiB, parse_request
+from pipeline_kit.sandbox.pool import WorkerPool, WorkerStartError
+
+SESSION_HEADER = "X-Session-ID"
+CELLS_HEADER = "X-Session-Cells"  # how many successful cells the client has run in the session
+
+
+class SandboxServer:
+    def __init__(self, pool: WorkerPool, limits: Limits, max_concurrent: int, max_sessions: int, idle_timeout: float):
+        self.pool, self.limits = pool, limits
+        self.slots = asyncio.Semaphore(max_concurrent)
+        self.max_concurrent, self.max_sessions, self.idle_timeout = max_concurrent, max_sessions, idle_timeout
+        self.sessions: dict[str, Session] = {}
+        self._starting: dict[str, asyncio.Task] = {}
+        self.running = 0
+        self.executions = 0
+
+    def app(self, max_request_bytes: int):
+        from aiohttp import web
+
+        app = web.Application(client_max_size=max_request_bytes)
+        app.add_routes(
+            [
+                web.post("/execute", self.execute),
+                web.get("/sessions", self.list_sessions),
+                web.delete("/sessions/{session_id}", self.delete_session),
+                web.get("/health", self.health),
+            ]
+        )
+        return app
+
+    async def execute(self, request):
+        from aiohttp import web
+
+        try:
+            req = parse_request(await request.json(), self.limits)
+        except ValueError as e:  # a BadRequest, or a body that is not JSON
+            return web.json_response({"error": str(e) if isinstance(e, BadRequest) else f"bad JSON: {e}"}, status=400)
+        except TypeError as e:
+            return web.json_response({"error": str(e)}, status=400)
+        session_id = request.headers.get(SESSION_HEADER)
+        self.running += 1
+        try:
+            if not session_id:
+                async with self.slots:
+                    return web.json_response(await run_stateless(self.pool, req, self.limits))
+            try:
+                expected = int(request.headers.get(CELLS_HEADER, "0"))
+            except ValueError:
+                return web.json_response({"error": f"{CELLS_HEADER} must be an integer"}, status=400)
+            session = self.sessions.get(session_id)
+            if session is None and expected > 0:
+                return web.json_response(
+                    {
+                        "error": "session_lost",
+                        "message": f"session '{session_id}' is not on this server (a restart, a timeout, a crash "
+                        f"or an idle eviction ended it); replay its {expected} cells into a new one",
+                    },
+                    status=409,
+                )
+            if session is None:
+                session = await self._session(session_id)
+            async with session.lock, self.slots:
+                result = await session.run_cell(req, self.limits)
+            if not session.alive:
+                self.sessions.pop(session_id, None)
+            return web.json_response(result)
+        finally:
+            self.running -= 1
+            self.executions += 1
+
+    async def _session(self, session_id: str) -> Session:
+        """The session, started once even when several requests for a new id arrive together."""
+        if session_id not in self._starting:
+            self._evict(keep=self.max_sessions - 1)
+            self._starting[session_id] = asyncio.ensure_future(Session.start(session_id, self.pool, self.limits))
+        try:
+            session = await asyncio.shield(self._starting[session_id])
+        finally:
+            self._starting.pop(session_id, None)
+        self.sessions[session_id] = session
+        return session
+
+    def _evict(self, keep: int, idle_before: float | None = None) -> None:
+        """End the least recently used idle sessions beyond `keep`, and any idle since `idle_before`."""
+        by_age = sorted(self.sessions.values(), key=lambda s: s.last_used)
+        for session in by_age:
+            too_many = len(self.sessions) > keep
+            too_old = idle_before is not None and session.last_used < idle_before
+            if (too_many or too_old) and not session.lock.locked():
+                session.kill()
+                del self.sessions[session.id]
+
+    async def expire_idle_sessions(self) -> None:
+        while True:
+            await asyncio.sleep(min(30.0, self.idle_timeout))
+            self._evict(keep=self.max_sessions, idle_before=time.time() - self.idle_timeout)
+
+    async def list_sessions(self, request):
+        from aiohttp import web
+
+        return web.json_response({"sessions": [s.describe() for s in self.sessions.values()]})
+
+    async def delete_session(self, request):
+        from aiohttp import web
+
+        session = self.sessions.pop(request.match_info["session_id"], None)
+        if session is None:
+            return web.json_response({"error": f"no session '{request.match_info['session_id']}'"}, status=404)
+        session.kill()
+        return web.json_response({"deleted": session.id})
+
+    async def health(self, request):
+        from aiohttp import web
+
+        return web.json_response(
+            {
+                "status": "ok",
+                "workers": len(self.pool.workers),
+                "worker_restarts": self.pool.restarts,
+                "isolation": self.pool.layers.describe(),
+                "limits": self.limits.as_dict(),
+                "max_concurrent": self.max_concurrent,
+                "running": self.running,
+                "executions": self.executions,
+                "sessions": len(self.sessions),
+            }
+        )
+
+    def close(self) -> None:
+        for session in list(self.sessions.values()):
+            session.kill()
+        self.sessions.clear()
+        self.pool.close()
+
+
+def cpu_count() -> int:
+    return len(os.sched_getaffinity(0))
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m pipeline_kit.sandbox.server", description=__doc__)
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0 for other nodes)")
+    p.add_argument("--port", type=int, default=6000)
+    p.add_argument("--workers", type=int, default=cpu_count(), help="fork-server workers [default: CPUs]")
+    p.add_argument("--max_concurrent", type=int, default=0, help="executions at once [default: 16 per worker]")
+    p.add_argument("--isolation", default="full", help="'full', or layers to switch off: no-net_ns,no-pid_ns,...")
+    p.add_argument("--memory_gb", type=float, default=4.0, help="address space per process")
+    p.add_argument("--processes", type=int, default=64, help="processes and threads per execution")
+    p.add_argument("--file_size_mb", type=int, default=256, help="largest file an execution may write")
+    p.add_argument("--tmp_size_mb", type=int, default=512, help="size of an execution's private /tmp")
+    p.add_argument("--max_timeout", type=float, default=600.0, help="largest timeout a request may ask for")
+    p.add_argument("--max_request_mb", type=int, default=64, help="largest request body (code + std_input)")
+    p.add_argument("--max_sessions", type=int, default=256)
+    p.add_argument("--session_idle_timeout", type=float, default=1800.0, help="seconds before an idle session ends")
+    p.add_argument("--readonly_path", action="append", default=[], help="another host folder the code may read")
+    return p.parse_args(argv)
+
+
+def build(args: argparse.Namespace) -> SandboxServer:
+    layers = Layers.parse(args.isolation)
+    limits = Limits(
+        memory=int(args.memory_gb * GiB),
+        processes=args.processes,
+        file_size=args.file_size_mb * MiB,
+        tmp_size=args.tmp_size_mb * MiB,
+        max_timeout=args.max_timeout,
+    )
+    pool = WorkerPool(args.workers, layers, args.readonly_path)
+    pool.start()
+    concurrent = args.max_concurrent or 16 * args.workers
+    return SandboxServer(pool, limits, concurrent, args.max_sessions, args.session_idle_timeout)
+
+
+async def serve(server: SandboxServer, args: argparse.Namespace) -> None:
+    from aiohttp import web
+
+    runner = web.AppRunner(server.app(args.max_request_mb * MiB), access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, args.host, args.port).start()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        asyncio.get_running_loop().add_signal_handler(sig, stop.set)
+    expiry = asyncio.ensure_future(server.expire_idle_sessions())
+    layers = ", ".join(server.pool.layers.describe()) or "none"
+    print(
+        f"kit sandbox: serving on http://{args.host}:{args.port} ({len(server.pool.workers)} workers; "
+        f"isolation: {layers})",
+        flush=True,
+    )
+    await stop.wait()
+    expiry.cancel()
+    await runner.cleanup()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        server = build(args)
+    except ValueError as e:
+        print(f"kit sandbox: error: --isolation={args.isolation}: {e}", file=sys.stderr)
+        return 2
+    except WorkerStartError as e:
+        print(
+            f"kit sandbox: error: cannot isolate executions here ({e}); allow user namespaces (in Docker: "
+            "--security-opt seccomp=unconfined --security-opt apparmor=unconfined) or lower --isolation knowingly",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        asyncio.run(serve(server, args))
+    except OSError as e:
+        print(f"kit sandbox: error: cannot listen on {args.host}:{args.port}: {e.strerror}", file=sys.stderr)
+        return 2
+    finally:
+        server.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,152 @@
+"""A sandbox worker: a fork server that lives in its own namespaces and forks one isolated execution per request.
+
+    python -I worker.py CONFIG_JSON  (started by the server with one end of a SOCK_SEQPACKET pair; stdlib only)
+
+Each request is JSON plus file descriptors. The fork (the execution's parent) enters new user/PID/mount namespaces,
+reports its pid on the status pipe, forks PID 1 of the execution, enforces the wall timeout, and reports
+`{"exit_code", "signal", "timed_out", "cpu_seconds"}`. The worker never sees the code or its output."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import socket
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+from pipeline_kit.sandbox import isolation, runner  # noqa: E402
+
+MAX_FDS = 8
+
+
+def _reap(_signum=None, _frame=None) -> None:
+    try:
+        while os.waitpid(-1, os.WNOHANG)[0] > 0:
+            pass
+    except ChildProcessError:
+        pass
+
+
+def serve(control: socket.socket, layers: isolation.Layers, readonly_paths: list[str]) -> None:
+    isolation.die_with_parent()
+    isolation.enter_worker_namespaces(layers, readonly_paths)
+    signal.signal(signal.SIGCHLD, _reap)
+    control.send(json.dumps({"ready": os.getpid(), "layers": layers.describe()}).encode())
+    while True:
+        data, fds, _, _ = socket.recv_fds(control, 1 << 16, MAX_FDS)
+        if not data:
+            return
+        if os.fork() == 0:
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # this process waits for its own child
+            control.close()
+            code = 70
+            try:
+                execution_parent(json.loads(data), fds, layers)
+                code = 0
+            except BaseException as e:  # noqa: BLE001 - reported on the status pipe, which then closes
+                os.write(fds[-1], (json.dumps({"error": f"sandbox worker: {e}"}) + "\n").encode())
+            finally:
+                os._exit(code)
+        for fd in fds:
+            os.close(fd)
+
+
+def execution_parent(request: dict, fds: list[int], layers: isolation.Layers) -> None:
+    """The execution's supervisor, outside its PID namespace: forks PID 1, waits, kills at the deadline, reports."""
+    status = fds[-1]
+    child_fds = fds[:-1]
+    os.write(status, f"pid {os.getpid()}\n".encode())
+    limits = request["limits"]
+    isolation.enter_execution_namespaces(layers)
+    pid = os.fork()
+    if pid == 0:
+        os.close(status)
+        exit_code = 71
+        try:
+            exit_code = execution_child(request, child_fds, layers, limits)
+        except BaseException as e:  # noqa: BLE001 - set-up failures go to the execution's stderr
+            os.write(2, f"sandbox: set-up failed: {e}\n".encode(errors="replace"))
+        finally:
+            os._exit(exit_code)
+    for fd in child_fds:
+        os.close(fd)
+    timeout = request.get("timeout")
+    timed_out = not _wait(pid, timeout)
+    if timed_out:
+        os.kill(pid, signal.SIGKILL)
+    _, wait_status, usage = os.wait4(pid, 0)
+    report = {
+        "exit_code": os.waitstatus_to_exitcode(wait_status),
+        "timed_out": timed_out,
+        "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 4),
+    }
+    os.write(status, (json.dumps(report) + "\n").encode())
+
+
+def _wait(pid: int, timeout: float | None) -> bool:
+    """Whether `pid` ended before `timeout` seconds (None: wait for ever)."""
+    pidfd = os.pidfd_open(pid)
+    try:
+        poller = select.poll()
+        poller.register(pidfd, select.POLLIN)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if poller.poll(None if left is None else left * 1000):
+                return True
+            if left is not None and left <= 0:
+                return False
+    finally:
+        os.close(pidfd)
+
+
+def execution_child(request: dict, fds: list[int], layers: isolation.Layers, limits: dict) -> int:
+    """PID 1 of the execution: its root, its limits, no privileges, then the code."""
+    isolation.die_with_parent()
+    if request["kind"] == "run":
+        code_fd, *std = fds
+        for target, fd in enumerate(std):
+            os.dup2(fd, target)
+            os.close(fd)
+        keep = code_fd
+    else:
+        channel_fd = fds[0]
+        null = os.open(os.devnull, os.O_RDWR)
+        for target in range(3):
+            os.dup2(null, target)
+        os.close(null)
+        keep = channel_fd
+    os.closerange(3, keep)
+    os.closerange(keep + 1, 1 << 20)  # close_range(2): whatever else the worker held
+    isolation.enter_execution_root(layers, limits["tmp_size"])
+    if layers.rlimits:
+        isolation.set_limits(
+            limits["memory"], request["cpu_seconds"], limits["processes"], limits["file_size"], limits["open_files"]
+        )
+    if layers.user_ns or os.getuid() == 0:
+        isolation.drop_privileges()
+    os.setsid()
+    if request["kind"] == "run":
+        with os.fdopen(code_fd, "rb") as f:
+            code = f.read().decode(errors="replace")
+        return runner.run_once(code, request["language"])
+    runner.session_loop(socket.socket(fileno=channel_fd), request["cpu_seconds"])
+    return 0
+
+
+def main() -> None:
+    config = json.loads(sys.argv[1])
+    control = socket.socket(fileno=config["control_fd"])
+    try:
+        serve(control, isolation.Layers(**config["layers"]), config["readonly_paths"])
+    except (isolation.IsolationError, OSError) as e:
+        control.send(json.dumps({"error": str(e)}).encode())
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
