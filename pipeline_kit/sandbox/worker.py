@@ -57,6 +57,7 @@ def serve(control: socket.socket, layers: isolation.Layers, readonly_paths: list
 
 def execution_parent(request: dict, fds: list[int], layers: isolation.Layers) -> None:
     """The execution's supervisor, outside its PID namespace: forks PID 1, waits, kills at the deadline, reports."""
+    isolation.die_with_parent()  # a worker that dies takes its executions and sessions with it
     status = fds[-1]
     child_fds = fds[:-1]
     os.write(status, f"pid {os.getpid()}\n".encode())

@@ -1,0 +1,274 @@
+"""The attack suite, against the real sandbox server with full isolation. In every case the host and the server are
+unharmed: the server stays healthy, no process of the attack outlives it, and the next request is answered."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+
+import pytest
+from sandbox_server import SandboxServer, sandbox_pids, wait_for_census
+
+LIMITS = ["--memory_gb", "1", "--file_size_mb", "64", "--tmp_size_mb", "128", "--processes", "32"]
+
+
+@pytest.fixture(scope="module")
+def sandbox():
+    server = SandboxServer(*LIMITS)
+    time.sleep(0.2)
+    server.baseline = sandbox_pids()  # the workers
+    assert len(server.baseline) == server.call("GET", "/health")[1]["workers"]
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def unharmed(sandbox):
+    """After the attack: nothing of it is left, the server is healthy and answers the next request."""
+    yield sandbox
+    assert wait_for_census(sandbox.baseline) == set(), "processes of the attack outlived it"
+    assert sandbox.healthy()
+    after = sandbox.run("print(1+1)")
+    assert (after["status"], after["stdout"]) == ("completed", "2\n")
+
+
+def test_infinite_loop_is_stopped_at_the_timeout(unharmed):
+    start = time.monotonic()
+    res = unharmed.run("while True:\n    pass", timeout=2)
+    assert res["status"] == "timeout"
+    assert time.monotonic() - start < 6
+
+
+def test_sleeping_forever_is_killed_at_the_wall_timeout(unharmed):
+    res = unharmed.run("import time\ntime.sleep(10**6)", timeout=1)
+    assert res["status"] == "timeout" and res["wall_seconds"] < 4
+
+
+def test_10_gib_allocation_fails_inside(unharmed):
+    res = unharmed.run("x = bytearray(10 * 2**30)")
+    assert res["status"] == "error" and "MemoryError" in res["stderr"]
+
+
+def test_allocating_in_small_steps_stops_at_the_memory_limit(unharmed):
+    res = unharmed.run("chunks = []\nwhile True:\n    chunks.append(bytearray(2**26))", timeout=20)
+    assert res["status"] == "error" and "MemoryError" in res["stderr"]
+
+
+def test_deep_recursion_crashes_only_the_execution(unharmed):
+    res = unharmed.run("def f(n):\n    return f(n + 1)\nf(0)")
+    assert res["status"] == "error" and "RecursionError" in res["stderr"]
+    # past Python's guard: C-stack overflow (SIGSEGV) or the memory and CPU limits, whichever comes first
+    code = "import sys\nsys.setrecursionlimit(10**8)\nx = []\nfor _ in range(10**7):\n    x = [x]\nprint(repr(x)[:5])"
+    res = unharmed.run(code, timeout=5)
+    assert res["status"] in ("error", "timeout") and res["exit_code"] != 0
+
+
+def test_fork_bomb_is_capped_and_cleaned_up(unharmed):
+    res = unharmed.run("import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass", timeout=3)
+    assert res["status"] in ("timeout", "error")
+
+
+def test_thread_bomb_hits_the_process_limit(unharmed):
+    code = (
+        "import threading, time\nn = 0\ntry:\n    while True:\n"
+        "        threading.Thread(target=time.sleep, args=(30,), daemon=True).start()\n        n += 1\n"
+        "except RuntimeError as e:\n    print('stopped after', n, e)"
+    )
+    res = unharmed.run(code, timeout=10)
+    assert "stopped after" in res["stdout"] and int(res["stdout"].split()[2]) < 32
+
+
+def test_setsid_double_fork_orphan_dies_with_the_execution(unharmed):
+    code = (
+        "import os, time\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
+        "        time.sleep(10**6)\n    os._exit(0)\nprint('parent done')"
+    )
+    res = unharmed.run(code, timeout=30)
+    assert res["status"] == "completed" and res["wall_seconds"] < 5
+
+
+def test_orphan_holding_stdout_does_not_keep_the_request_open(unharmed):
+    code = (
+        "import os, sys, time\nif os.fork() == 0:\n    os.setsid()\n    while True:\n"
+        "        print('still here', flush=True)\n        time.sleep(0.1)\nprint('parent done', flush=True)"
+    )
+    res = unharmed.run(code, timeout=30)
+    assert res["status"] == "completed" and res["wall_seconds"] < 5
+
+
+def test_1_gb_of_stdout_is_cut_and_stopped(unharmed):
+    res = unharmed.run("while True:\n    print('x' * 10**6)", timeout=30, max_output_characters=100)
+    assert res["truncated"] and len(res["stdout"]) < 200 and "output cut" in res["stdout"]
+    assert res["wall_seconds"] < 10
+
+
+def test_1_gb_of_stderr_is_cut_and_stopped(unharmed):
+    res = unharmed.run("import sys\nwhile True:\n    sys.stderr.write('e' * 10**6)", timeout=30)
+    assert res["truncated"] and len(res["stderr"]) < 20_000
+
+
+def test_binary_garbage_output_is_decoded_safely(unharmed):
+    res = unharmed.run("import os, sys\nsys.stdout.buffer.write(os.urandom(10**6))", max_output_characters=50)
+    assert res["truncated"] and res["status"] == "completed"
+
+
+def test_1_gb_file_write_hits_the_file_size_limit(unharmed):
+    code = "with open('big', 'wb') as f:\n    for _ in range(1024):\n        f.write(b'x' * 2**20)"
+    res = unharmed.run(code, timeout=30)
+    assert res["status"] == "error" and "File too large" in res["stderr"]
+
+
+def test_many_files_fill_only_the_private_tmp(unharmed):
+    code = "for i in range(100):\n    with open(f'/tmp/f{i}', 'wb') as f:\n        f.write(b'x' * 60 * 2**20)"
+    res = unharmed.run(code, timeout=30)
+    assert res["status"] == "error" and "No space left" in res["stderr"]
+    again = unharmed.run("import os\nprint(os.listdir('/tmp'))")
+    assert again["stdout"] == "[]\n"  # the next execution gets a new, empty /tmp
+
+
+def test_large_stdin_is_delivered_and_an_unread_one_does_not_block(unharmed):
+    data = "y" * (20 * 2**20)
+    res = unharmed.run("import sys\nprint(len(sys.stdin.read()))", std_input=data, timeout=30)
+    assert res["stdout"] == f"{len(data)}\n"
+    res = unharmed.run("print('ignored stdin')", std_input=data)
+    assert res["status"] == "completed"
+
+
+def test_request_larger_than_the_limit_is_refused(sandbox):
+    status, _ = sandbox.call("POST", "/execute", b'{"code": "' + b"1" * (65 * 2**20) + b'"}')
+    assert status == 413
+    assert sandbox.healthy()
+
+
+def test_connect_to_a_port_the_test_listens_on_fails(unharmed):
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    listener.settimeout(2)
+    port = listener.getsockname()[1]
+    got = []
+    threading.Thread(target=lambda: got.append(_accept(listener)), daemon=True).start()
+    code = f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=2)"
+    res = unharmed.run(code)
+    assert res["status"] == "error" and "Network is unreachable" in res["stderr"]
+    time.sleep(2.2)
+    assert got == [None], "the listener saw a connection from the sandbox"
+    listener.close()
+
+
+def _accept(listener):
+    try:
+        return listener.accept()
+    except OSError:
+        return None
+
+
+def test_outside_addresses_and_dns_are_unreachable(unharmed):
+    code = (
+        "import socket\nfor target in [('1.1.1.1', 80), ('deb.debian.org', 80), ('pypi.org', 443)]:\n"
+        "    try:\n        socket.create_connection(target, timeout=2)\n        print('CONNECTED', target)\n"
+        "    except OSError as e:\n        print('blocked', e.errno)\n"
+        "print(sorted(name for _, name in socket.if_nameindex()))"
+    )
+    res = unharmed.run(code)
+    assert "CONNECTED" not in res["stdout"] and res["stdout"].count("blocked") == 3
+    assert res["stdout"].endswith("['lo']\n")
+
+
+def test_raw_sockets_are_refused(unharmed):
+    res = unharmed.run("import socket\nsocket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)")
+    assert res["status"] == "error" and "PermissionError" in res["stderr"]
+
+
+def test_files_it_must_not_see(unharmed, tmp_path):
+    secret = tmp_path / "secret.txt"
+    secret.write_text("top secret")
+    code = (
+        "import os\nfor path in ['/etc/shadow', '/root/.ssh', '/home', '/var', '/sys/kernel', "
+        f"'/proc/1/environ', {str(secret)!r}, '/work/main/pyproject.toml']:\n"
+        "    try:\n        print(path, 'READ', open(path).read()[:20])\n"
+        "    except OSError as e:\n        print(path, type(e).__name__)\n"
+        "print(sorted(p for p in os.listdir('/proc') if p.isdigit()))"
+    )
+    res = unharmed.run(code)
+    assert "READ" not in res["stdout"].replace("/proc/1/environ READ", "")  # its own environ is its own
+    assert "top secret" not in res["stdout"]
+    assert res["stdout"].splitlines()[-1] == "['1']"  # only itself in its PID namespace
+
+
+def test_writing_the_host_filesystem_fails(unharmed):
+    code = (
+        "for path in ['/usr/evil', '/etc/passwd', '/bin/sh', '/evil']:\n    try:\n"
+        "        open(path, 'a').write('x')\n        print(path, 'WROTE')\n"
+        "    except OSError as e:\n        print(path, e.strerror)"
+    )
+    res = unharmed.run(code)
+    lines = res["stdout"].splitlines()
+    assert len(lines) == 4 and all(line.endswith(("Read-only file system", "Permission denied")) for line in lines)
+
+
+def test_killing_the_parent_and_everything_else(unharmed):
+    server_pid = unharmed.proc.pid
+    code = (
+        "import os, signal\nfor target in [os.getppid(), "
+        f"{server_pid}, -1]:\n    try:\n        os.kill(target, signal.SIGKILL)\n"
+        "    except OSError as e:\n        print(target, e.strerror, flush=True)"
+    )
+    unharmed.run(code)
+    assert unharmed.proc.poll() is None
+
+
+def test_raising_rlimits_fails(unharmed):
+    code = (
+        "import resource\nfor name in ['RLIMIT_AS', 'RLIMIT_NPROC', 'RLIMIT_CPU', 'RLIMIT_FSIZE']:\n"
+        "    limit = getattr(resource, name)\n    try:\n"
+        "        resource.setrlimit(limit, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))\n"
+        "        print(name, 'RAISED')\n    except (ValueError, OSError) as e:\n        print(name, 'refused')"
+    )
+    res = unharmed.run(code)
+    assert res["stdout"].count("refused") == 4
+
+
+def test_signal_tricks_do_not_stop_the_kill(unharmed):
+    code = (
+        "import signal, time\nfor s in [signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGXCPU, signal.SIGALRM]:\n"
+        "    signal.signal(s, signal.SIG_IGN)\nwhile True:\n    time.sleep(0.01)"
+    )
+    res = unharmed.run(code, timeout=2)
+    assert res["status"] == "timeout"
+
+
+def test_stopping_itself_does_not_hang_the_server(unharmed):
+    res = unharmed.run("import os, signal\nos.kill(os.getpid(), signal.SIGSTOP)\nprint('resumed')", timeout=2)
+    assert res["status"] in ("completed", "timeout")
+
+
+def test_escape_tools_are_refused(unharmed):
+    code = (
+        "import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+        "print('unshare', libc.unshare(0x10000000), ctypes.get_errno())\n"
+        "print('mount', libc.mount(b'none', b'/tmp', b'tmpfs', 0, None), ctypes.get_errno())\n"
+        "try:\n    os.chroot('/tmp')\n    print('chroot OK')\nexcept OSError as e:\n    print('chroot', e.errno)\n"
+        "try:\n    os.setuid(1000)\n    print('setuid OK')\nexcept OSError as e:\n    print('setuid', e.errno)"
+    )
+    res = unharmed.run(code)
+    assert res["stdout"] == "unshare -1 1\nmount -1 1\nchroot 1\nsetuid 22\n", res  # 22: uid 1000 does not exist in its namespace
+
+
+def test_hung_executions_do_not_block_the_others(sandbox):
+    done = []
+    hung = [
+        threading.Thread(target=lambda: done.append(sandbox.run("import time\ntime.sleep(60)", timeout=8)))
+        for _ in range(6)
+    ]
+    for t in hung:
+        t.start()
+    time.sleep(0.5)
+    start = time.monotonic()
+    for _ in range(10):
+        assert sandbox.run("print(2+2)")["stdout"] == "4\n"
+    assert time.monotonic() - start < 3  # ten quick ones pass the six hung ones
+    for t in hung:
+        t.join()
+    assert [r["status"] for r in done] == ["timeout"] * 6

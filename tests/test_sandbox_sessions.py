@@ -1,0 +1,189 @@
+"""Sessions, languages, the request contract and the client (retries, replay), against the real sandbox server."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+from sandbox_server import SandboxServer, sandbox_pids, wait_for_census
+
+from pipeline_kit.sandbox.client import SandboxClient, SandboxError, SandboxReplayError
+
+
+@pytest.fixture(scope="module")
+def sandbox():
+    server = SandboxServer()
+    time.sleep(0.2)
+    server.baseline = sandbox_pids()
+    yield server
+    server.stop()
+
+
+def test_state_persists_within_a_session_and_not_across(sandbox):
+    assert sandbox.run("x = 41\nopen('/tmp/note', 'w').write('kept')", session="a")["status"] == "completed"
+    res = sandbox.run("print(x + 1, open('/tmp/note').read())", session="a")
+    assert res["stdout"] == "42 kept\n" and res["cell"] == 2
+    other = sandbox.run("import os\nprint('x' in globals(), os.path.exists('/tmp/note'))", session="b")
+    assert other["stdout"] == "False False\n"
+    stateless = sandbox.run("print('x' in globals())")
+    assert stateless["stdout"] == "False\n"
+
+
+def test_sessions_are_listed_and_deleted(sandbox):
+    sandbox.run("y = 1", session="to-delete")
+    ids = {s["id"] for s in sandbox.call("GET", "/sessions")[1]["sessions"]}
+    assert "to-delete" in ids
+    assert sandbox.call("DELETE", "/sessions/to-delete") == (200, {"deleted": "to-delete"})
+    assert sandbox.call("DELETE", "/sessions/to-delete")[0] == 404
+    assert "to-delete" not in {s["id"] for s in sandbox.call("GET", "/sessions")[1]["sessions"]}
+
+
+def test_a_session_process_is_gone_after_delete(sandbox):
+    before = sandbox_pids()
+    sandbox.run("import subprocess\np = subprocess.Popen(['sleep', '1000'])", session="bg")
+    assert len(sandbox_pids() - before) >= 2  # the session and its background sleep
+    sandbox.call("DELETE", "/sessions/bg")
+    assert wait_for_census(before) == set()
+
+
+def test_languages(sandbox):
+    assert sandbox.run("1 + 1", language="ipython")["stdout"] == "2\n"
+    assert sandbox.run("1 + 1", language="python")["stdout"] == ""
+    assert sandbox.run("x = 5\nx * 2", language="ipython", session="ip")["stdout"] == "10\n"
+    res = sandbox.run("echo $((6 * 7)); cat", language="shell", std_input="in\n")
+    assert res["stdout"] == "42\nin\n"
+    res = sandbox.run("echo made > f.txt", language="shell", session="sh")
+    assert sandbox.run("print(open('f.txt').read())", session="sh")["stdout"] == "made\n\n"
+
+
+def test_errors_and_exit_codes(sandbox):
+    res = sandbox.run("raise ValueError('bad')")
+    assert res["status"] == "error" and res["stderr"].strip().endswith("ValueError: bad")
+    assert "pipeline_kit" not in res["stderr"]  # the runner's own frames are not shown
+    assert sandbox.run("import sys\nsys.exit(3)")["exit_code"] == 3
+    res = sandbox.run("1/0", session="err")
+    assert res["status"] == "error" and "ZeroDivisionError" in res["stderr"]
+    assert sandbox.run("print('still alive')", session="err")["stdout"] == "still alive\n"
+
+
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        ({}, "'code' is required"),
+        ({"code": 1}, "'code' is required"),
+        ({"code": "1", "language": "ruby"}, "language 'ruby'"),
+        ({"code": "1", "timeout": 10**6}, "timeout"),
+        ({"code": "1", "timeout": -1}, "timeout"),
+        ({"code": "1", "max_output_characters": -5}, "max_output_characters"),
+        ({"code": "1", "stdin": "x"}, "unknown field 'stdin'"),
+    ],
+)
+def test_bad_requests_are_400_with_the_field_named(sandbox, body, message):
+    status, answer = sandbox.call("POST", "/execute", body)
+    assert status == 400 and message in answer["error"]
+
+
+def test_body_that_is_not_json(sandbox):
+    status, answer = sandbox.call("POST", "/execute", b"not json")
+    assert status == 400 and "bad JSON" in answer["error"]
+
+
+def test_200_concurrent_executions_all_complete(sandbox):
+    async def main():
+        client = SandboxClient(sandbox.url, max_connections=200)
+        try:
+            return await asyncio.gather(*(client.execute(f"print({i} * {i})") for i in range(200)))
+        finally:
+            await client.close()
+
+    results = asyncio.run(main())
+    assert [r["status"] for r in results] == ["completed"] * 200
+    assert [r["stdout"] for r in results] == [f"{i * i}\n" for i in range(200)]
+
+
+def test_client_replays_a_session_lost_to_a_timeout(sandbox):
+    logs = []
+
+    async def main():
+        client = SandboxClient(sandbox.url, log=logs.append)
+        try:
+            await client.execute("x = 7", session_id="s1")
+            await client.execute("y = x * 6", session_id="s1")
+            timed_out = await client.execute("import time\ntime.sleep(60)", session_id="s1", timeout=1)
+            after = await client.execute("print(y)", session_id="s1")
+            return timed_out, after
+        finally:
+            await client.close()
+
+    timed_out, after = asyncio.run(main())
+    assert timed_out["status"] == "timeout" and "session was reset" in timed_out["stderr"]
+    assert after["stdout"] == "42\n" and after["replayed_cells"] == 2
+    assert "was lost" in logs[0] and "replaying its 2 cells" in logs[0]
+
+
+def test_client_replays_after_a_server_restart():
+    server = SandboxServer()
+    client = SandboxClient(server.url, max_retries=8, retry_delay=0.25, log=lambda m: None)
+
+    async def first():
+        await client.execute("import math\nr = math.factorial(5)", session_id="keep")
+
+    async def second():
+        try:
+            return await client.execute("print(r)", session_id="keep")
+        finally:
+            await client.close()
+
+    loop = asyncio.new_event_loop()
+    try:
+        loop.run_until_complete(first())
+        server.stop()
+        server = SandboxServer(port=server.port)  # a new process: every session is gone
+        res = loop.run_until_complete(second())
+    finally:
+        loop.close()
+        server.stop()
+    assert res["stdout"] == "120\n" and res["replayed_cells"] == 1
+
+
+def test_replay_that_fails_is_a_clear_error(sandbox):
+    deadline = time.time() + 1.5
+
+    async def main():
+        client = SandboxClient(sandbox.url, log=lambda m: None)
+        try:
+            await client.execute(f"import time\nassert time.time() < {deadline}\nz = 1", session_id="s2")
+            await asyncio.sleep(max(0.0, deadline - time.time()) + 0.1)
+            await client.execute("import time\ntime.sleep(60)", session_id="s2", timeout=1)
+            await client.execute("print(z)", session_id="s2")
+        finally:
+            await client.close()
+
+    with pytest.raises(SandboxReplayError, match=r"replaying cell 1 of 1 failed .*AssertionError"):
+        asyncio.run(main())
+
+
+def test_unreachable_sandbox_is_one_clear_error():
+    async def main():
+        client = SandboxClient("http://127.0.0.1:9", max_retries=1, retry_delay=0.01)
+        try:
+            await client.execute("1")
+        finally:
+            await client.close()
+
+    with pytest.raises(SandboxError, match=r"did not answer after 2 tries"):
+        asyncio.run(main())
+
+
+def test_worker_that_dies_is_restarted(sandbox):
+    health = sandbox.call("GET", "/health")[1]
+    victim = min(sandbox.baseline)
+    import os
+    import signal
+
+    os.kill(victim, signal.SIGKILL)
+    time.sleep(0.3)
+    results = [sandbox.run("print('ok')")["stdout"] for _ in range(4)]
+    assert results == ["ok\n"] * 4
+    assert sandbox.call("GET", "/health")[1]["worker_restarts"] == health["worker_restarts"] + 1
