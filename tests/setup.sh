@@ -7,5 +7,5 @@ bash tests/services/install_deps.sh
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv || { apt-get install -y -q python3-venv >/dev/null && python3 -m venv .venv; }
 fi
-.venv/bin/pip install -q --disable-pip-version-check -e '.[test,generate]'
+.venv/bin/pip install -q --disable-pip-version-check -e '.[test,generate,sandbox]'
 bash tests/services/up.sh

@@ -65,7 +65,9 @@ def test_deep_recursion_crashes_only_the_execution(unharmed):
 
 
 def test_fork_bomb_is_capped_and_cleaned_up(unharmed):
-    res = unharmed.run("import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass", timeout=3)
+    res = unharmed.run(
+        "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass", timeout=3
+    )
     assert res["status"] in ("timeout", "error")
 
 
@@ -253,7 +255,9 @@ def test_escape_tools_are_refused(unharmed):
         "try:\n    os.setuid(1000)\n    print('setuid OK')\nexcept OSError as e:\n    print('setuid', e.errno)"
     )
     res = unharmed.run(code)
-    assert res["stdout"] == "unshare -1 1\nmount -1 1\nchroot 1\nsetuid 22\n", res  # 22: uid 1000 does not exist in its namespace
+    assert res["stdout"] == "unshare -1 1\nmount -1 1\nchroot 1\nsetuid 22\n", (
+        res
+    )  # 22: uid 1000 does not exist in its namespace
 
 
 def test_hung_executions_do_not_block_the_others(sandbox):

@@ -140,14 +140,14 @@ def _groups(
 ):
     """One job: server group + client group (+ sandbox group): a het job on Slurm. An array job (several shares of
     the units) cannot be heterogeneous on Slurm, so each element runs everything side by side in one group."""
-    from pipeline_kit.pipeline import AUTO_PORT, Command, CommandGroup, HardwareConfig
+    from pipeline_kit.pipeline import Command, CommandGroup, HardwareConfig
     from pipeline_kit.sandbox.component import SANDBOX_NAME
     from pipeline_kit.servers.component import SERVER_NAME, server_container, server_group
 
     if container:
         cluster.container(container)
     client_container = container or ("kit" if "kit" in cluster.containers else None)
-    sandboxed = sandbox.group(cluster, AUTO_PORT) if sandbox.with_sandbox else None
+    sandboxed = sandbox.group(cluster, sandbox.port()) if sandbox.with_sandbox else None
     refs = {SANDBOX_NAME: sandboxed.commands[0]} if sandboxed else {}
     if array and sandboxed and sandboxed.container != client_container:
         raise UserError(

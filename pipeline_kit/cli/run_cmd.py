@@ -28,7 +28,7 @@ def register(app: typer.Typer) -> None:
             int | None, typer.Option("--array_size", help="Run as N units; each sees $KIT_UNIT.")
         ] = None,
     ) -> int:
-        from pipeline_kit.pipeline import AUTO_PORT, Command, CommandGroup
+        from pipeline_kit.pipeline import Command, CommandGroup
         from pipeline_kit.sandbox.component import SANDBOX_NAME, WithSandboxAddress
 
         if not command.strip():
@@ -47,7 +47,7 @@ def register(app: typer.Typer) -> None:
         def plan(cluster, copy):
             groups, refs, line = [], {}, text
             if sandbox.with_sandbox:
-                groups = [sandbox.group(cluster, AUTO_PORT)]
+                groups = [sandbox.group(cluster, sandbox.port())]
                 refs = {SANDBOX_NAME: groups[0].commands[0]}
                 line = WithSandboxAddress(text, sys.executable if cluster.executor == "none" else "python3")
             cmd = Command(

@@ -49,3 +49,14 @@ class SandboxFlags(SandboxOptions):
         bool,
         typer.Option("--with_sandbox", help="Start the code-execution sandbox beside the job and pass its address."),
     ] = False
+    sandbox_port: Annotated[
+        int | None, typer.Option("--sandbox_port", help="Port of the job's sandbox [default: a free one].")
+    ] = None
+
+    def port(self):
+        from pipeline_kit.errors import UserError
+        from pipeline_kit.pipeline.model import AUTO_PORT
+
+        if self.sandbox_port is not None and not 0 < self.sandbox_port < 65536:
+            raise UserError(f"--sandbox_port={self.sandbox_port} is not a TCP port (1..65535).")
+        return self.sandbox_port if self.sandbox_port is not None else AUTO_PORT

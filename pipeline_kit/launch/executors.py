@@ -15,6 +15,7 @@ from pipeline_kit.launch.packaging import CONTAINER_CODE_DIR
 from pipeline_kit.launch.slurm_het import HET_FLAGS_ATTR
 from pipeline_kit.pipeline.model import CommandGroup, Job
 from pipeline_kit.pipeline.render import HET_HOST_VAR
+from pipeline_kit.sandbox.component import SANDBOX_NAME
 
 
 def host_has_gpus() -> bool:
@@ -43,8 +44,12 @@ def docker_executor(
         f"{code_dir}:{CONTAINER_CODE_DIR}",
         *(f"{d}:{d}" for d in dict.fromkeys(log_dirs)),
     ]
+    # the sandbox builds user/network/PID/mount namespaces, which Docker's default seccomp and AppArmor profiles forbid
+    sandboxed = any(c.name == SANDBOX_NAME for c in job.commands)
+    security = {"security_opt": ["seccomp=unconfined", "apparmor=unconfined"]} if sandboxed else {}
     return run.DockerExecutor(
         container_image=image,
+        additional_kwargs=security,
         num_gpus=gpus if gpus and host_has_gpus() else None,  # GPUs are passed only when the host has them
         env_vars=dict(cluster.env_vars),
         volumes=volumes,
@@ -90,7 +95,9 @@ def build_dockerfile(cluster: ClusterConfig, rel: str) -> str:
     except docker.errors.ImageNotFound:
         pass
     try:
-        client.images.build(path=str(path.parent.resolve()), dockerfile=path.name, tag=tag, buildargs=args, rm=True)
+        client.images.build(
+            path=str(path.parent.resolve()), dockerfile=path.name, tag=tag, buildargs=args, rm=True, network_mode="host"
+        )
     except docker.errors.BuildError as e:
         last = next(
             (

@@ -91,7 +91,7 @@ async def run_stateless(pool: WorkerPool, req: ExecuteRequest, limits: Limits) -
         "limits": limits.as_dict(),
     }
     try:
-        pool.pick().send(message, [code_r, in_r, out_w, err_w, st_w])
+        pool.send(message, [code_r, in_r, out_w, err_w, st_w])
     finally:
         for fd in (code_r, in_r, out_w, err_w, st_w):
             os.close(fd)
@@ -131,7 +131,7 @@ class Session:
         st_r, st_w = pipe()
         message = {"kind": "session", "cpu_seconds": limits.session_cpu_seconds, "limits": limits.as_dict()}
         try:
-            pool.pick().send(message, [theirs.fileno(), st_w])
+            pool.send(message, [theirs.fileno(), st_w])
         finally:
             theirs.close()
             os.close(st_w)

@@ -73,16 +73,25 @@ class WorkerPool:
         ours.settimeout(None)
         return Worker(process, ours)
 
-    def pick(self) -> Worker:
-        """Round robin; a worker that died (it should not) is replaced."""
+    def send(self, message: dict, fds: list[int]) -> None:
+        """Hand an execution to the next worker (round robin). A worker found dead is replaced, and the execution
+        goes to its replacement."""
         index = next(self._next) % len(self.workers)
-        worker = self.workers[index]
-        if worker.process.poll() is not None:
+        for attempt in range(2):
+            worker = self.workers[index]
+            if worker.process.poll() is None:
+                try:
+                    return worker.send(message, fds)
+                except OSError:
+                    if attempt:
+                        raise
+                    worker.process.kill()
+                    worker.process.wait()
             worker.control.close()
             self.restarts += 1
             print(f"kit sandbox: worker {index} had exited ({worker.process.returncode}); restarting it", flush=True)
-            worker = self.workers[index] = self._start_one()
-        return worker
+            self.workers[index] = self._start_one()
+        self.workers[index].send(message, fds)
 
     def close(self) -> None:
         for worker in self.workers:

@@ -1,0 +1,221 @@
+"""The sandbox as a job component: `kit start_sandbox` in the foreground, `run_cmd --with_sandbox` on none and in
+Docker, and a TIR generation whose sandbox is its own component of a heterogeneous job on the local Slurm."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import urllib.request
+
+import pytest
+from conftest import BIN, SERVICES, need, problems, rows
+from sandbox_server import REPO_ROOT
+
+# a run_cmd command: call the job's sandbox at $KIT_SANDBOX_ADDRESS and write the answer to a file
+CALLER = (
+    "import json, os, sys, urllib.request\n"
+    "req = urllib.request.Request(os.environ['KIT_SANDBOX_ADDRESS'] + '/execute', "
+    "data=json.dumps({'code': 'import socket; print(6 * 7, socket.if_nameindex())'}).encode())\n"
+    "open(sys.argv[1], 'w').write(urllib.request.urlopen(req).read().decode())\n"
+)
+
+
+def test_start_sandbox_prints_its_address_and_stops_on_ctrl_c(user_repo, tmp_path):
+    env = {**os.environ, **SERVICES, "KIT_HOME": str(tmp_path / "home"), "PATH": f"{BIN}:{os.environ['PATH']}"}
+    proc = subprocess.Popen(
+        [str(BIN / "kit"), "start_sandbox", "--cluster=none", "--port=0"],
+        cwd=user_repo,
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    out = proc.stderr.readline()
+    proc.kill()
+    assert "--port=0 is not a TCP port" in out + proc.stderr.read()
+    from conftest import free_port
+
+    port = free_port()
+    proc = subprocess.Popen(
+        [str(BIN / "kit"), "start_sandbox", "--cluster=none", f"--port={port}"],
+        cwd=user_repo,
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert f"serves at http://127.0.0.1:{port}" in proc.stderr.readline()
+        assert "ready after" in proc.stderr.readline()
+        body = json.dumps({"code": "print(sum(range(10)))"}).encode()
+        with urllib.request.urlopen(urllib.request.Request(f"http://127.0.0.1:{port}/execute", data=body)) as r:
+            assert json.loads(r.read())["stdout"] == "45\n"
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=30) == 130
+    finally:
+        proc.kill()
+    with pytest.raises(OSError):
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2)
+
+
+def test_run_cmd_with_sandbox_on_none(kit, configs, tmp_path, user_repo):
+    (user_repo / "caller.py").write_text(CALLER)
+    subprocess.run(["git", "add", "."], cwd=user_repo, check=True)
+    subprocess.run(["git", "commit", "-qm", "caller"], cwd=user_repo, check=True)
+    d = configs("local-procs", "executor: none\njob_dir: JOB_DIR\n")
+    answer = tmp_path / "answer.json"
+    res = kit(
+        "run_cmd",
+        "--cluster=local-procs",
+        f"--config_dir={d}",
+        "--with_sandbox",
+        f"--command={sys.executable} caller.py {answer}",
+    )
+    assert res.returncode == 0, res.stdout + res.stderr
+    got = json.loads(answer.read_text())
+    assert got["status"] == "completed" and got["stdout"] == "42 [(1, 'lo')]\n"
+
+
+@pytest.mark.docker
+def test_run_cmd_with_sandbox_in_docker(kit, configs, tmp_path):
+    """One container per job: the sandbox and the command share it; the config mounts this test's Python env."""
+    need("DOCKER_HOST", "the private dockerd")
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "caller.py").write_text(CALLER)
+    d = configs(
+        "dock",
+        f"""\
+        executor: local
+        job_dir: JOB_DIR
+        containers:
+          base: kit-test-base:latest
+        mounts: ['{data}:/data', '{sys.prefix}:{sys.prefix}', '{sys.base_prefix}:{sys.base_prefix}']
+        env_vars: ['KIT_SANDBOX_PYTHON={sys.executable}']
+        """,
+    )
+    res = kit(
+        "run_cmd",
+        "--cluster=dock",
+        f"--config_dir={d}",
+        "--container=base",
+        "--with_sandbox",
+        f"--command={sys.executable} /data/caller.py /data/answer.json",
+        timeout=240,
+    )
+    assert res.returncode == 0, res.stdout + res.stderr
+    got = json.loads((data / "answer.json").read_text())
+    assert got["status"] == "completed" and got["stdout"] == "42 [(1, 'lo')]\n"
+
+
+@pytest.mark.docker
+def test_sandbox_image_from_dockerfiles(kit, configs, tmp_path, user_repo):
+    """dockerfiles/Dockerfile.sandbox built on the test base image (Debian's python3-aiohttp/numpy/sympy), then a job
+    --with_sandbox in it, with nothing mounted from this machine's Python."""
+    need("DOCKER_HOST", "the private dockerd")
+    shutil.copytree(REPO_ROOT / "dockerfiles", user_repo / "dockerfiles")
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "caller.py").write_text(CALLER.replace("6 * 7", '__import__("sympy").factorint(360)'))
+    d = configs(
+        "dock",
+        f"""\
+        executor: local
+        job_dir: JOB_DIR
+        containers:
+          sandbox: dockerfile:dockerfiles/Dockerfile.sandbox
+        mounts: ['{data}:/data']
+        """,
+    )
+    res = kit(
+        "run_cmd",
+        "--cluster=dock",
+        f"--config_dir={d}",
+        "--container=sandbox",
+        "--allow_uncommitted",
+        "--with_sandbox",
+        "--command=python3 /data/caller.py /data/answer.json",
+        env={"BASE_IMAGE": "kit-test-base:latest"},
+        timeout=600,
+    )
+    assert res.returncode == 0, res.stdout + res.stderr
+    got = json.loads((data / "answer.json").read_text())
+    assert got["status"] == "completed" and got["stdout"] == "{2: 3, 3: 2, 5: 1} [(1, 'lo')]\n", got
+
+
+@pytest.mark.slurm
+def test_tir_generation_with_the_sandbox_as_its_own_het_component(kit, configs, stub, tmp_path):
+    need("SLURM_CONF", "the local Slurm cluster")
+    yaml = textwrap.dedent(
+        f"""\
+        executor: slurm
+        job_dir: JOB_DIR
+        account: root
+        partition: debug
+        cpu_partition: cpu
+        env_vars: ['KIT_CLIENT_PYTHON={sys.executable}', 'KIT_SANDBOX_PYTHON={sys.executable}']
+        """
+    )
+    server = stub("--tir_rounds", "1", "--tir_code", "print(({numbers}) * 3)")
+    inp, out = problems(tmp_path, 4), tmp_path / "out"
+    res = kit(
+        "generate",
+        "--cluster=slurm",
+        f"--config_dir={configs('slurm', yaml)}",
+        "--server_type=openai",
+        f"--server_address={server.url}",
+        "--model=stub",
+        f"--input_file={inp}",
+        f"--output_dir={out}",
+        "--with_sandbox",
+        "++code_execution=true",
+        "--wait",
+        timeout=300,
+    )
+    assert res.returncode == 0, res.stdout + res.stderr
+    for r in rows(out / "output.jsonl"):
+        assert r["generation"].endswith(f"\\boxed{{{3 * r['id']}}}.") and r["code_rounds_executed"] == 1
+    slurm_id = re.search(r"slurm job (\d+)", res.stdout)[1]
+    time.sleep(1)
+    sacct = subprocess.run(
+        ["sacct", "-n", "-P", "-X", "-j", slurm_id, "-o", "JobID,Partition,NodeList"], capture_output=True, text=True
+    ).stdout.split()
+    # client and sandbox: two components of one heterogeneous job on different nodes, the sandbox in the cpu partition
+    parts = {line.split("|")[0]: line.split("|")[1:] for line in sacct}
+    assert set(parts) == {f"{slurm_id}+0", f"{slurm_id}+1"}, sacct
+    assert parts[f"{slurm_id}+1"][0] == "cpu"
+    assert parts[f"{slurm_id}+0"][1] != parts[f"{slurm_id}+1"][1]
+
+
+@pytest.mark.parametrize(
+    "command, flags, needle",
+    [
+        ("generate", ["--with_sandbox", "--sandbox_port=70000"], "--sandbox_port=70000 is not a TCP port"),
+        ("generate", ["--with_sandbox", "--sandbox_container=nope"], "nope"),
+        ("run_cmd", ["--with_sandbox", "--sandbox_port=-1"], "--sandbox_port=-1 is not a TCP port"),
+        ("start_sandbox", ["--port=70000"], "--port=70000 is not a TCP port"),
+        ("start_sandbox", ["--create_tunnel"], "--create_tunnel needs an ssh_tunnel section"),
+    ],
+)
+def test_sandbox_flag_errors_are_one_line_exit_2(kit, configs, tmp_path, command, flags, needle):
+    d = configs("local-procs", "executor: none\njob_dir: JOB_DIR\n")
+    inp = problems(tmp_path, 1)
+    own = {
+        "generate": [
+            "--server_type=openai",
+            "--server_address=http://127.0.0.1:9/v1",
+            "--model=m",
+            f"--input_file={inp}",
+            f"--output_dir={tmp_path / 'out'}",
+        ],
+        "run_cmd": ["--command=true"],
+        "start_sandbox": [],
+    }[command]
+    res = kit(command, "--cluster=local-procs", f"--config_dir={d}", *own, *flags)
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert needle in res.stderr and len(res.stderr.strip().splitlines()) == 1, res.stderr
