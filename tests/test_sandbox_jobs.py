@@ -81,35 +81,39 @@ def test_run_cmd_with_sandbox_on_none(kit, configs, tmp_path, user_repo):
     assert got["status"] == "completed" and got["stdout"] == "42 [(1, 'lo')]\n"
 
 
-@pytest.mark.docker
-def test_run_cmd_with_sandbox_in_docker(kit, configs, tmp_path):
-    """One container per job: the sandbox and the command share it; the config mounts this test's Python env."""
+def run_caller_in_docker(
+    kit, configs, tmp_path, image: str, caller: str, python="python3", mounts=(), env_vars=(), **kw
+):
+    """run_cmd --with_sandbox in one container (key `box`) with the caller under /data; the sandbox's answer."""
     need("DOCKER_HOST", "the private dockerd")
     data = tmp_path / "data"
     data.mkdir()
-    (data / "caller.py").write_text(CALLER)
-    d = configs(
-        "dock",
-        f"""\
-        executor: local
-        job_dir: JOB_DIR
-        containers:
-          base: kit-test-base:latest
-        mounts: ['{data}:/data', '{sys.prefix}:{sys.prefix}', '{sys.base_prefix}:{sys.base_prefix}']
-        env_vars: ['KIT_SANDBOX_PYTHON={sys.executable}']
-        """,
+    (data / "caller.py").write_text(caller)
+    yaml = (
+        f"executor: local\njob_dir: JOB_DIR\ncontainers:\n  box: {image}\n"
+        f"mounts: {json.dumps([f'{data}:/data', *mounts])}\nenv_vars: {json.dumps(list(env_vars))}\n"
     )
     res = kit(
         "run_cmd",
         "--cluster=dock",
-        f"--config_dir={d}",
-        "--container=base",
+        f"--config_dir={configs('dock', yaml)}",
+        "--container=box",
+        "--allow_uncommitted",
         "--with_sandbox",
-        f"--command={sys.executable} /data/caller.py /data/answer.json",
-        timeout=240,
+        f"--command={python} /data/caller.py /data/answer.json",
+        timeout=600,
+        **kw,
     )
     assert res.returncode == 0, res.stdout + res.stderr
-    got = json.loads((data / "answer.json").read_text())
+    return json.loads((data / "answer.json").read_text())
+
+
+@pytest.mark.docker
+def test_run_cmd_with_sandbox_in_docker(kit, configs, tmp_path):
+    """One container per job: the sandbox and the command share it; the config mounts this test's Python env."""
+    mounts = [f"{sys.prefix}:{sys.prefix}", f"{sys.base_prefix}:{sys.base_prefix}"]
+    env = [f"KIT_SANDBOX_PYTHON={sys.executable}"]
+    got = run_caller_in_docker(kit, configs, tmp_path, "kit-test-base:latest", CALLER, sys.executable, mounts, env)
     assert got["status"] == "completed" and got["stdout"] == "42 [(1, 'lo')]\n"
 
 
@@ -117,34 +121,10 @@ def test_run_cmd_with_sandbox_in_docker(kit, configs, tmp_path):
 def test_sandbox_image_from_dockerfiles(kit, configs, tmp_path, user_repo):
     """dockerfiles/Dockerfile.sandbox built on the test base image (Debian's python3-aiohttp/numpy/sympy), then a job
     --with_sandbox in it, with nothing mounted from this machine's Python."""
-    need("DOCKER_HOST", "the private dockerd")
     shutil.copytree(REPO_ROOT / "dockerfiles", user_repo / "dockerfiles")
-    data = tmp_path / "data"
-    data.mkdir()
-    (data / "caller.py").write_text(CALLER.replace("6 * 7", '__import__("sympy").factorint(360)'))
-    d = configs(
-        "dock",
-        f"""\
-        executor: local
-        job_dir: JOB_DIR
-        containers:
-          sandbox: dockerfile:dockerfiles/Dockerfile.sandbox
-        mounts: ['{data}:/data']
-        """,
-    )
-    res = kit(
-        "run_cmd",
-        "--cluster=dock",
-        f"--config_dir={d}",
-        "--container=sandbox",
-        "--allow_uncommitted",
-        "--with_sandbox",
-        "--command=python3 /data/caller.py /data/answer.json",
-        env={"BASE_IMAGE": "kit-test-base:latest"},
-        timeout=600,
-    )
-    assert res.returncode == 0, res.stdout + res.stderr
-    got = json.loads((data / "answer.json").read_text())
+    caller = CALLER.replace("6 * 7", '__import__("sympy").factorint(360)')
+    image = "dockerfile:dockerfiles/Dockerfile.sandbox"
+    got = run_caller_in_docker(kit, configs, tmp_path, image, caller, env={"BASE_IMAGE": "kit-test-base:latest"})
     assert got["status"] == "completed" and got["stdout"] == "{2: 3, 3: 2, 5: 1} [(1, 'lo')]\n", got
 
 

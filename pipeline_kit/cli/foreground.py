@@ -17,6 +17,26 @@ class Service:
     name: str  # the service's Command name, which names its log: server
     path: str = ""  # appended to http://host:port in the address shown: /v1
 
+    def run(self, flags, cluster, group, port: int, create_tunnel: bool, ready_timeout: float) -> int:
+        """`group` (the service) as a one-job pipeline with the shared job flags: printed on --dry_run, else kept
+        in the foreground until it ends or Ctrl-C. Returns the exit code."""
+        from pipeline_kit.errors import UserError
+        from pipeline_kit.pipeline import Job
+
+        if create_tunnel and cluster.ssh_tunnel is None:
+            raise UserError(
+                f"--create_tunnel needs an ssh_tunnel section in {cluster.source}; add one or drop the flag."
+            )
+        flags.apply_to(group)
+        expname = flags.expname or self.name
+        pipeline = flags.pipeline(cluster, expname, [Job(expname, [group], run_after=list(flags.run_after or []))])
+        if flags.dry_run:
+            typer.echo(pipeline.run(dry_run=True).dry_run_text, nl=False)
+            return 0
+        if cluster.executor == "slurm":
+            return foreground_on_slurm(self, pipeline, expname, port, create_tunnel, ready_timeout)
+        return foreground_here(self, pipeline, expname, port, ready_timeout)
+
 
 def _announce_when_ready(service: Service, url: str, timeout: float, log: str | None, stop: threading.Event) -> None:
     from pipeline_kit.inference.server_wait import ServerError, wait_until_ready

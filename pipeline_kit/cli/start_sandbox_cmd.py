@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from pipeline_kit.cli.foreground import Service, foreground_here, foreground_on_slurm
+from pipeline_kit.cli.foreground import Service
 from pipeline_kit.cli.job_flags import JobFlags, cluster_from, job_command
 from pipeline_kit.cli.sandbox_flags import SandboxOptions
 from pipeline_kit.errors import UserError
@@ -28,24 +28,10 @@ def register(app: typer.Typer) -> None:
             float, typer.Option("--ready_timeout", help="Seconds to wait for the sandbox to answer.")
         ] = 300.0,
     ) -> int:
-        from pipeline_kit.pipeline import Job
         from pipeline_kit.pipeline.render import free_port
 
         if port is not None and not 0 < port < 65536:
             raise UserError(f"--port={port} is not a TCP port (1..65535).")
         cluster = cluster_from(flags.cluster, flags.config_dir)
-        if create_tunnel and cluster.ssh_tunnel is None:
-            raise UserError(
-                f"--create_tunnel needs an ssh_tunnel section in {cluster.source}; add one or drop the flag."
-            )
         port = port if port is not None else free_port()
-        group = sandbox.group(cluster, port)
-        flags.apply_to(group)
-        expname = flags.expname or "sandbox"
-        pipeline = flags.pipeline(cluster, expname, [Job(expname, [group], run_after=list(flags.run_after or []))])
-        if flags.dry_run:
-            typer.echo(pipeline.run(dry_run=True).dry_run_text, nl=False)
-            raise typer.Exit(0)
-        if cluster.executor == "slurm":
-            raise typer.Exit(foreground_on_slurm(SANDBOX, pipeline, expname, port, create_tunnel, ready_timeout))
-        raise typer.Exit(foreground_here(SANDBOX, pipeline, expname, port, ready_timeout))
+        raise typer.Exit(SANDBOX.run(flags, cluster, sandbox.group(cluster, port), port, create_tunnel, ready_timeout))

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from pipeline_kit.cli.foreground import Service, foreground_here, foreground_on_slurm
+from pipeline_kit.cli.foreground import Service
 from pipeline_kit.cli.job_flags import JobFlags, cluster_from, job_command
 from pipeline_kit.cli.server_flags import ServerFlags
 from pipeline_kit.errors import UserError
@@ -27,26 +27,13 @@ def register(app: typer.Typer) -> None:
             float, typer.Option("--ready_timeout", help="Seconds to wait for the server to answer.")
         ] = 1800.0,
     ) -> int:
-        from pipeline_kit.pipeline import Job
         from pipeline_kit.pipeline.render import free_port
         from pipeline_kit.servers.component import server_container, server_group
 
         if not server.starts_server():
             raise UserError(f"--server_type={server.server_type} with --server_address: there is nothing to start.")
         cluster = cluster_from(flags.cluster, flags.config_dir)
-        if create_tunnel and cluster.ssh_tunnel is None:
-            raise UserError(
-                f"--create_tunnel needs an ssh_tunnel section in {cluster.source}; add one or drop the flag."
-            )
         spec = server.spec()
         port = server.port() if server.server_port is not None else free_port()
         group = server_group(spec, server_container(spec, cluster, server.server_container), port)
-        flags.apply_to(group)
-        expname = flags.expname or "server"
-        pipeline = flags.pipeline(cluster, expname, [Job(expname, [group], run_after=list(flags.run_after or []))])
-        if flags.dry_run:
-            typer.echo(pipeline.run(dry_run=True).dry_run_text, nl=False)
-            raise typer.Exit(0)
-        if cluster.executor == "slurm":
-            raise typer.Exit(foreground_on_slurm(SERVER, pipeline, expname, port, create_tunnel, ready_timeout))
-        raise typer.Exit(foreground_here(SERVER, pipeline, expname, port, ready_timeout))
+        raise typer.Exit(SERVER.run(flags, cluster, group, port, create_tunnel, ready_timeout))
