@@ -7,8 +7,21 @@ import subprocess
 import threading
 import time
 from dataclasses import dataclass
+from typing import Annotated
 
 import typer
+
+
+@dataclass
+class ForegroundFlags:
+    """The flags of a command that keeps a service in the foreground (`start_server`, `start_sandbox`)."""
+
+    create_tunnel: Annotated[
+        bool, typer.Option("--create_tunnel", help="Forward the service's port here over the cluster's SSH tunnel.")
+    ] = False
+    ready_timeout: Annotated[
+        float, typer.Option("--ready_timeout", help="Seconds to wait for the service to answer.")
+    ] = 1800.0
 
 
 @dataclass(frozen=True)
@@ -17,12 +30,13 @@ class Service:
     name: str  # the service's Command name, which names its log: server
     path: str = ""  # appended to http://host:port in the address shown: /v1
 
-    def run(self, flags, cluster, group, port: int, create_tunnel: bool, ready_timeout: float) -> int:
+    def run(self, flags, foreground: ForegroundFlags, cluster, group, port: int) -> int:
         """`group` (the service) as a one-job pipeline with the shared job flags: printed on --dry_run, else kept
         in the foreground until it ends or Ctrl-C. Returns the exit code."""
         from pipeline_kit.errors import UserError
         from pipeline_kit.pipeline import Job
 
+        create_tunnel, ready_timeout = foreground.create_tunnel, foreground.ready_timeout
         if create_tunnel and cluster.ssh_tunnel is None:
             raise UserError(
                 f"--create_tunnel needs an ssh_tunnel section in {cluster.source}; add one or drop the flag."

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from pipeline_kit.cli.foreground import Service
+from pipeline_kit.cli.foreground import ForegroundFlags, Service
 from pipeline_kit.cli.job_flags import JobFlags, cluster_from, job_command
 from pipeline_kit.cli.sandbox_flags import SandboxOptions
 from pipeline_kit.errors import UserError
@@ -20,13 +20,8 @@ def register(app: typer.Typer) -> None:
     def start_sandbox(
         flags: JobFlags,
         sandbox: SandboxOptions,
+        foreground: ForegroundFlags,
         port: Annotated[int | None, typer.Option("--port", help="Port to serve on [default: a free one].")] = None,
-        create_tunnel: Annotated[
-            bool, typer.Option("--create_tunnel", help="Forward the sandbox's port here over the cluster's SSH tunnel.")
-        ] = False,
-        ready_timeout: Annotated[
-            float, typer.Option("--ready_timeout", help="Seconds to wait for the sandbox to answer.")
-        ] = 300.0,
     ) -> int:
         from pipeline_kit.pipeline.render import free_port
 
@@ -34,4 +29,4 @@ def register(app: typer.Typer) -> None:
             raise UserError(f"--port={port} is not a TCP port (1..65535).")
         cluster = cluster_from(flags.cluster, flags.config_dir)
         port = port if port is not None else free_port()
-        raise typer.Exit(SANDBOX.run(flags, cluster, sandbox.group(cluster, port), port, create_tunnel, ready_timeout))
+        raise typer.Exit(SANDBOX.run(flags, foreground, cluster, sandbox.group(cluster, port), port))

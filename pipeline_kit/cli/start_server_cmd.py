@@ -3,11 +3,9 @@ address (and, with --create_tunnel, forwards the port over the cluster's SSH tun
 
 from __future__ import annotations
 
-from typing import Annotated
-
 import typer
 
-from pipeline_kit.cli.foreground import Service
+from pipeline_kit.cli.foreground import ForegroundFlags, Service
 from pipeline_kit.cli.job_flags import JobFlags, cluster_from, job_command
 from pipeline_kit.cli.server_flags import ServerFlags
 from pipeline_kit.errors import UserError
@@ -20,12 +18,7 @@ def register(app: typer.Typer) -> None:
     def start_server(
         flags: JobFlags,
         server: ServerFlags,
-        create_tunnel: Annotated[
-            bool, typer.Option("--create_tunnel", help="Forward the server's port here over the cluster's SSH tunnel.")
-        ] = False,
-        ready_timeout: Annotated[
-            float, typer.Option("--ready_timeout", help="Seconds to wait for the server to answer.")
-        ] = 1800.0,
+        foreground: ForegroundFlags,
     ) -> int:
         from pipeline_kit.pipeline.render import free_port
         from pipeline_kit.servers.component import server_container, server_group
@@ -36,4 +29,4 @@ def register(app: typer.Typer) -> None:
         spec = server.spec()
         port = server.port() if server.server_port is not None else free_port()
         group = server_group(spec, server_container(spec, cluster, server.server_container), port)
-        raise typer.Exit(SERVER.run(flags, cluster, group, port, create_tunnel, ready_timeout))
+        raise typer.Exit(SERVER.run(flags, foreground, cluster, group, port))
