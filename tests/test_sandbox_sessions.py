@@ -122,6 +122,25 @@ def test_client_replays_a_session_lost_to_a_timeout(sandbox):
     assert "was lost" in logs[0] and "replaying its 2 cells" in logs[0]
 
 
+def test_client_replays_a_session_whose_process_was_killed(sandbox):
+    import os
+    import signal
+
+    async def main():
+        client = SandboxClient(sandbox.url, log=lambda m: None)
+        try:
+            await client.execute("data = [1, 2, 3]", session_id="victim")
+            pid = next(s["pid"] for s in sandbox.call("GET", "/sessions")[1]["sessions"] if s["id"] == "victim")
+            os.kill(pid, signal.SIGKILL)  # as if its worker had crashed
+            await asyncio.sleep(0.3)
+            return await client.execute("print(sum(data))", session_id="victim")
+        finally:
+            await client.close()
+
+    res = asyncio.run(main())
+    assert res["stdout"] == "6\n" and res["replayed_cells"] == 1
+
+
 def test_client_replays_after_a_server_restart():
     server = SandboxServer()
     client = SandboxClient(server.url, max_retries=8, retry_delay=0.25, log=lambda m: None)

@@ -143,6 +143,16 @@ class Session:
             raise RuntimeError(f"the sandbox worker could not start a session: {first.decode(errors='replace')}")
         return cls(session_id, ours, pid=int(first.split()[1]), status=reader)
 
+    def running(self) -> bool:
+        """Alive as far as the server knows, and its supervisor still exists (a crash or a kill -9 ends it)."""
+        if not self.alive or self.pid is None:
+            return False
+        try:
+            os.kill(self.pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+
     def kill(self) -> None:
         self.alive = False
         _kill(self.pid)
@@ -197,4 +207,10 @@ class Session:
         return result
 
     def describe(self) -> dict:
-        return {"id": self.id, "cells": self.cells, "created": self.created, "last_used": self.last_used}
+        return {
+            "id": self.id,
+            "pid": self.pid,
+            "cells": self.cells,
+            "created": self.created,
+            "last_used": self.last_used,
+        }

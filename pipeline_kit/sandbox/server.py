@@ -63,6 +63,10 @@ class SandboxServer:
             except ValueError:
                 return web.json_response({"error": f"{CELLS_HEADER} must be an integer"}, status=400)
             session = self.sessions.get(session_id)
+            if session is not None and not session.lock.locked() and not session.running():
+                session.kill()  # its process died while idle: the session is lost
+                del self.sessions[session_id]
+                session = None
             if session is None and expected > 0:
                 return web.json_response(
                     {
