@@ -60,6 +60,7 @@ class GenerateConfig:
     code_language: str = "ipython"  # python | ipython (prints the last expression) | shell
     code_budget_note: bool = False  # tell the model after each round how many rounds it has left
     sandbox_address: str | None = None  # http://host:port of `kit start_sandbox`; --with_sandbox sets it
+    sandbox_ready_timeout: float = 120.0  # seconds to wait for the sandbox's /health (it starts in about 1 s)
 
 
 def override_value(value: str) -> str:

@@ -166,7 +166,7 @@ class CodeRunner:
         from pipeline_kit.sandbox.client import SandboxClient
 
         sandbox = SandboxClient(cfg.sandbox_address, max_connections=cfg.max_concurrent_requests)
-        waited = await wait_for_sandbox(sandbox, cfg.server.ready_timeout)
+        waited = await wait_for_sandbox(sandbox, cfg.sandbox_ready_timeout)
         say(f"sandbox {cfg.sandbox_address} ready after {waited:.1f} s")
         return cls(cfg, client, sandbox)
 
@@ -190,7 +190,10 @@ async def wait_for_sandbox(sandbox, timeout: float) -> float:
             return time.monotonic() - start
         except SandboxError as e:
             if time.monotonic() - start > timeout:
-                raise ServerError(f"the sandbox at {sandbox.address} was not ready after {timeout:g} s ({e})") from None
+                raise ServerError(
+                    f"the sandbox at {sandbox.address} was not ready after {timeout:g} s ({e}); see its log "
+                    "($KIT_LOG_DIR/sandbox.log in a --with_sandbox job), or raise ++sandbox_ready_timeout"
+                ) from None
             await asyncio.sleep(1.0)
 
 
