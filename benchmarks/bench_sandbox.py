@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-LAYERS = ["user_ns", "net_ns", "pid_ns", "mount_ns", "rlimits"]
+LAYERS = ["user_ns", "net_ns", "pid_ns", "mount_ns", "rlimits", "memory_cgroup"]
 ALL = ["full", *(f"no-{layer}" for layer in LAYERS), "bare"]
 
 

@@ -55,6 +55,17 @@ def test_allocating_in_small_steps_stops_at_the_memory_limit(unharmed):
     assert res["status"] == "error" and "MemoryError" in res["stderr"]
 
 
+def test_many_processes_each_under_the_limit_are_capped_together(unharmed):
+    """RLIMIT_AS caps each process at 1 GiB; the execution's memory cgroup caps their sum at 1 GiB too."""
+    assert "memory_cgroup" in unharmed.call("GET", "/health")[1]["isolation"]
+    code = (
+        "import os, time\nfor _ in range(6):\n    if os.fork() == 0:\n        x = b'x' * (600 * 2**20)\n"
+        "        time.sleep(30)\n        os._exit(0)\nfor _ in range(6):\n    os.wait()"
+    )
+    res = unharmed.run(code, timeout=20)
+    assert res["status"] == "error" and "used more than the memory limit (1024 MiB)" in res["stderr"], res
+
+
 def test_deep_recursion_crashes_only_the_execution(unharmed):
     res = unharmed.run("def f(n):\n    return f(n + 1)\nf(0)")
     assert res["status"] == "error" and "RecursionError" in res["stderr"]

@@ -11,6 +11,7 @@ import socket
 import time
 from dataclasses import dataclass, field
 
+from pipeline_kit.sandbox.cgroups import remove_later
 from pipeline_kit.sandbox.limits import ExecuteRequest, Limits
 from pipeline_kit.sandbox.pool import CappedReader, WorkerPool, feed, pipe, read_lines
 
@@ -104,6 +105,8 @@ async def run_stateless(pool: WorkerPool, req: ExecuteRequest, limits: Limits) -
     await output.wait(timeout=STATUS_GRACE)  # the namespace is gone once the report is in, so this is end of file
     for task in feeders:
         task.cancel()
+    if report.get("oom_killed"):
+        report["error"] = f"killed: its processes together used more than the memory limit ({limits.memory >> 20} MiB)"
     status = _status(report) if "error" not in report else "error"
     result = output.result(status, exit_code=report.get("exit_code"), wall_seconds=round(time.monotonic() - start, 4))
     if "error" in report:
@@ -124,6 +127,7 @@ class Session:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     alive: bool = True
     status: asyncio.StreamReader | None = None  # the supervisor's pipe, held open while the session lives
+    cgroup: str | None = None  # the folder its memory cgroup is in, if any
 
     @classmethod
     async def start(cls, session_id: str, pool: WorkerPool, limits: Limits) -> Session:
@@ -141,7 +145,8 @@ class Session:
         if not first.startswith(b"pid "):
             ours.close()
             raise RuntimeError(f"the sandbox worker could not start a session: {first.decode(errors='replace')}")
-        return cls(session_id, ours, pid=int(first.split()[1]), status=reader)
+        cgroup = pool.cgroup.path if pool.cgroup else None
+        return cls(session_id, ours, pid=int(first.split()[1]), status=reader, cgroup=cgroup)
 
     def running(self) -> bool:
         """Alive as far as the server knows, and its supervisor still exists (a crash or a kill -9 ends it)."""
@@ -157,6 +162,10 @@ class Session:
         self.alive = False
         _kill(self.pid)
         self.channel.close()
+        try:
+            asyncio.get_running_loop().call_later(1.0, remove_later, self.cgroup, self.pid)
+        except RuntimeError:  # the server is shutting down: it removes every cgroup itself
+            pass
 
     async def run_cell(self, req: ExecuteRequest, limits: Limits) -> dict:
         """One cell. A timeout or a crash ends the session (its state is lost; clients replay their cells)."""

@@ -75,6 +75,7 @@ class Layers:
     pid_ns: bool = True  # one PID namespace per execution: its first process dying kills every descendant
     mount_ns: bool = True  # read-only allow-listed root, fresh /proc, private tmpfs /tmp, chroot
     rlimits: bool = True  # memory, CPU time, processes, file size, open files
+    memory_cgroup: bool = True  # all of an execution's processes together under the memory limit (root, cgroup v1)
 
     @classmethod
     def full(cls) -> Layers:

@@ -12,7 +12,8 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 
-from pipeline_kit.sandbox.isolation import Layers
+from pipeline_kit.sandbox.cgroups import ServerCgroup
+from pipeline_kit.sandbox.isolation import NOBODY, Layers
 
 WORKER_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "worker.py")
 DEFAULT_READONLY = ["/usr", "/bin", "/lib", "/lib32", "/lib64", "/libx32", "/sbin", "/etc"]
@@ -43,10 +44,18 @@ class WorkerPool:
     readonly_paths: list[str] = field(default_factory=list)
     workers: list[Worker] = field(default_factory=list)
     restarts: int = 0
+    cgroup: ServerCgroup | None = None  # per-execution memory cgroups go under it, when the host allows them
     _next: itertools.count = field(default_factory=itertools.count)
 
     def start(self) -> None:
+        if self.layers.memory_cgroup:
+            owner = NOBODY if self.layers.user_ns else 0  # the uid the workers run as, outside
+            self.cgroup = ServerCgroup.create(owner, owner)
         self.workers = [self._start_one() for _ in range(self.size)]
+
+    def active_layers(self) -> list[str]:
+        """The layers in force: memory_cgroup only where it could be made."""
+        return [name for name in self.layers.describe() if name != "memory_cgroup" or self.cgroup is not None]
 
     def _start_one(self) -> Worker:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -76,6 +85,7 @@ class WorkerPool:
     def send(self, message: dict, fds: list[int]) -> None:
         """Hand an execution to the next worker (round robin). A worker found dead is replaced, and the execution
         goes to its replacement."""
+        message["cgroup"] = self.cgroup.path if self.cgroup else None
         index = next(self._next) % len(self.workers)
         for attempt in range(2):
             worker = self.workers[index]
@@ -101,6 +111,8 @@ class WorkerPool:
                 worker.process.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 worker.process.kill()
+        if self.cgroup is not None:
+            self.cgroup.remove()
 
 
 def pipe() -> tuple[int, int]:

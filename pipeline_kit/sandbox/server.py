@@ -136,7 +136,7 @@ class SandboxServer:
                 "status": "ok",
                 "workers": len(self.pool.workers),
                 "worker_restarts": self.pool.restarts,
-                "isolation": self.pool.layers.describe(),
+                "isolation": self.pool.active_layers(),
                 "limits": self.limits.as_dict(),
                 "max_concurrent": self.max_concurrent,
                 "running": self.running,
@@ -200,7 +200,7 @@ async def serve(server: SandboxServer, args: argparse.Namespace) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         asyncio.get_running_loop().add_signal_handler(sig, stop.set)
     expiry = asyncio.ensure_future(server.expire_idle_sessions())
-    layers = ", ".join(server.pool.layers.describe()) or "none"
+    layers = ", ".join(server.pool.active_layers()) or "none"
     print(
         f"kit sandbox: serving on http://{args.host}:{args.port} ({len(server.pool.workers)} workers; "
         f"isolation: {layers})",

@@ -19,6 +19,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 from pipeline_kit.sandbox import isolation, runner  # noqa: E402
+from pipeline_kit.sandbox.cgroups import ExecutionCgroup  # noqa: E402
 
 MAX_FDS = 8
 
@@ -62,6 +63,7 @@ def execution_parent(request: dict, fds: list[int], layers: isolation.Layers) ->
     child_fds = fds[:-1]
     os.write(status, f"pid {os.getpid()}\n".encode())
     limits = request["limits"]
+    cgroup = ExecutionCgroup(request["cgroup"], limits["memory"]) if request.get("cgroup") else None
     isolation.enter_execution_namespaces(layers)
     pid = os.fork()
     if pid == 0:
@@ -84,6 +86,7 @@ def execution_parent(request: dict, fds: list[int], layers: isolation.Layers) ->
         "exit_code": os.waitstatus_to_exitcode(wait_status),
         "timed_out": timed_out,
         "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 4),
+        "oom_killed": cgroup.leave() if cgroup else False,
     }
     os.write(status, (json.dumps(report) + "\n").encode())
 
