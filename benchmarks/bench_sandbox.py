@@ -76,6 +76,47 @@ async def load(url: str, n: int, concurrency: int, stateful: bool) -> tuple[floa
         return time.perf_counter() - start, latencies
 
 
+def worker_latency(setting: str, n: int) -> float:
+    """Median ms of one `print(1+1)` handed straight to one worker (no HTTP), one after another: the cost of
+    the isolation set-up itself, with the server's request handling taken out."""
+    import json
+    import os
+
+    from pipeline_kit.sandbox.isolation import Layers
+    from pipeline_kit.sandbox.limits import Limits
+    from pipeline_kit.sandbox.pool import WorkerPool
+
+    pool = WorkerPool(1, Layers.parse(isolation_arg(setting)))
+    pool.start()
+    times = []
+    try:
+        for _ in range(n):
+            start = time.perf_counter()
+            fds = [os.pipe() for _ in range(5)]  # code, stdin, stdout, stderr, status
+            message = {"kind": "run", "language": "python", "timeout": 10, "cpu_seconds": 10}
+            pool.send(
+                {**message, "limits": Limits().as_dict()}, [fds[0][0], fds[1][0], fds[2][1], fds[3][1], fds[4][1]]
+            )
+            for r, w in fds:
+                os.close(r if r in (fds[0][0], fds[1][0]) else w)
+            os.write(fds[0][1], b"print(1+1)")
+            os.close(fds[0][1])
+            os.close(fds[1][1])
+            out = os.read(fds[2][0], 100)
+            status = b""
+            while chunk := os.read(fds[4][0], 4096):
+                status += chunk
+            for fd in (fds[2][0], fds[3][0], fds[4][0]):
+                os.close(fd)
+            times.append(time.perf_counter() - start)
+            report = json.loads(status.splitlines()[-1])
+            if out != b"2\n" or report.get("exit_code") != 0:
+                raise RuntimeError(f"unexpected: {out!r} {report}")
+    finally:
+        pool.close()
+    return statistics.median(times) * 1000
+
+
 def measure(setting: str, args: argparse.Namespace, port: int) -> dict:
     proc = start_server(setting, port)
     url = f"http://127.0.0.1:{port}"
@@ -103,10 +144,12 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--settings", default=",".join(ALL))
     ap.add_argument("--port", type=int, default=6123)
+    ap.add_argument("--worker_runs", type=int, default=300)
+    ap.add_argument("--only_worker", action="store_true", help="skip the HTTP load (the worker table only)")
     args = ap.parse_args()
     settings = args.settings.split(",")
     results: dict[str, list[dict]] = {s: [] for s in settings}
-    for r in range(args.rounds):
+    for r in range(0 if args.only_worker else args.rounds):
         order = settings if r % 2 == 0 else list(reversed(settings))
         for setting in order:
             results[setting].append(measure(setting, args, args.port))
@@ -117,6 +160,15 @@ def main() -> None:
                 f"{m['stateful']['rate']:6.1f}/s p50 {m['stateful']['p50']:5.1f} ms p95 {m['stateful']['p95']:5.1f} ms",
                 flush=True,
             )
+    print(f"\none worker, no HTTP, {args.worker_runs} executions one after another (median ms per execution):")
+    print("| setting | ms / execution | minus bare |")
+    print("|---|---|---|")
+    latency = {s: statistics.median(worker_latency(s, args.worker_runs) for _ in range(args.rounds)) for s in settings}
+    for setting in settings:
+        extra = latency[setting] - latency["bare"] if "bare" in latency else float("nan")
+        print(f"| {setting} | {latency[setting]:.2f} | {extra:+.2f} |")
+    if args.only_worker:
+        return
     print(f"\nmedian over {args.rounds} rounds, {args.requests} requests at concurrency {args.concurrency}:")
     print("| setting | stateless exec/s | p50 ms | p95 ms | vs full | stateful exec/s | p50 ms | p95 ms | vs full |")
     print("|---|---|---|---|---|---|---|---|---|")
