@@ -4,7 +4,7 @@ from typing import Annotated
 
 import typer
 
-ClusterOpt = Annotated[str | None, typer.Option(help="Cluster config name or YAML path [default: none].")]
+ClusterOpt = Annotated[str | None, typer.Option(help="Cluster config name or YAML path (default: none).")]
 ConfigDirOpt = Annotated[str | None, typer.Option("--config_dir", help="Folder searched first for cluster configs.")]
 ExpnameArg = Annotated[str, typer.Argument(help="The experiment name (--expname at submission).")]
 

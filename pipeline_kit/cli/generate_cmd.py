@@ -44,11 +44,11 @@ def register(app: typer.Typer) -> None:
             int | None,
             typer.Option(
                 "--num_jobs",
-                help="Spread units over N jobs, one server each [default: 1 locally, 1 per unit on Slurm].",
+                help="Spread units over N jobs, one server each (default: 1 locally, 1 per unit on Slurm).",
             ),
         ] = None,
         container: Annotated[
-            str | None, typer.Option("--container", help="Container key for the client [default: 'kit' if defined].")
+            str | None, typer.Option("--container", help="Container key for the client (default: 'kit' if defined).")
         ] = None,
     ) -> int:
         from pipeline_kit.inference.client_command import ClientCommand

@@ -17,15 +17,15 @@ from pipeline_kit.errors import UserError
 @dataclass
 class JobFlags:
     cluster: Annotated[
-        str | None, typer.Option("--cluster", help="Cluster config name or YAML path [default: none].")
+        str | None, typer.Option("--cluster", help="Cluster config name or YAML path (default: none).")
     ] = None
     config_dir: Annotated[
         str | None, typer.Option("--config_dir", help="Folder searched first for cluster configs.")
     ] = None
-    expname: Annotated[str | None, typer.Option("--expname", help="Experiment name [default: the command's name].")] = (
+    expname: Annotated[str | None, typer.Option("--expname", help="Experiment name (default: the command's name).")] = (
         None
     )
-    partition: Annotated[str | None, typer.Option("--partition", help="Slurm partition [default: the cluster's].")] = (
+    partition: Annotated[str | None, typer.Option("--partition", help="Slurm partition (default: the cluster's).")] = (
         None
     )
     time_min: Annotated[str | None, typer.Option("--time_min", help="Slurm time limit, e.g. 01:00:00.")] = None

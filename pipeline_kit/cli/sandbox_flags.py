@@ -18,7 +18,7 @@ class SandboxOptions:
         str, typer.Option("--sandbox_args", help="Extra arguments for the sandbox server (e.g. '--memory_gb 8').")
     ] = ""
     sandbox_container: Annotated[
-        str | None, typer.Option("--sandbox_container", help="Container key for the sandbox [default: 'sandbox'].")
+        str | None, typer.Option("--sandbox_container", help="Container key for the sandbox (default: 'sandbox').")
     ] = None
 
     def command(self, cluster, port):
@@ -50,7 +50,7 @@ class SandboxFlags(SandboxOptions):
         typer.Option("--with_sandbox", help="Start the code-execution sandbox beside the job and pass its address."),
     ] = False
     sandbox_port: Annotated[
-        int | None, typer.Option("--sandbox_port", help="Port of the job's sandbox [default: a free one].")
+        int | None, typer.Option("--sandbox_port", help="Port of the job's sandbox (default: a free one).")
     ] = None
 
     def port(self):

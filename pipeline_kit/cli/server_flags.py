@@ -31,10 +31,10 @@ class ServerFlags:
         typer.Option("--server_address", help="Use a running server at this URL (http://host:port/v1); start none."),
     ] = None
     server_port: Annotated[
-        int | None, typer.Option("--server_port", help="Port for the server kit starts [default: a free one].")
+        int | None, typer.Option("--server_port", help="Port for the server kit starts (default: a free one).")
     ] = None
     server_container: Annotated[
-        str | None, typer.Option("--server_container", help="Container key for the server [default: its type].")
+        str | None, typer.Option("--server_container", help="Container key for the server (default: its type).")
     ] = None
 
     def spec(self):

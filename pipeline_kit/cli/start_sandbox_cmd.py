@@ -21,7 +21,7 @@ def register(app: typer.Typer) -> None:
         flags: JobFlags,
         sandbox: SandboxOptions,
         foreground: ForegroundFlags,
-        port: Annotated[int | None, typer.Option("--port", help="Port to serve on [default: a free one].")] = None,
+        port: Annotated[int | None, typer.Option("--port", help="Port to serve on (default: a free one).")] = None,
     ) -> int:
         from pipeline_kit.pipeline.render import free_port
 
