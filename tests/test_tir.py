@@ -48,6 +48,19 @@ def test_code_rounds_run_in_one_session_and_their_output_is_spliced_in(kit, none
     )
 
 
+def test_text_endpoint_continues_the_prompt_with_the_answer_so_far(kit, none_cluster, stub, tmp_path):
+    template = tmp_path / "t.jinja"
+    template.write_text("{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}assistant: ")
+    server = stub("--tir_rounds", "1", "--tir_code", "print(({numbers}) * 10)")
+    text = ["++server.endpoint=text", f"++server.chat_template={template}", "++code_execution=true"]
+    res, out = generate(kit, none_cluster, server, tmp_path, 3, "--with_sandbox", *text)
+    assert res.returncode == 0, res.stdout + res.stderr
+    for r in rows(out / "output.jsonl"):
+        assert r["generation"].endswith(f"\\boxed{{{10 * r['id']}}}.") and r["code_rounds_executed"] == 1
+    second = [r["body"]["prompt"] for r in server.requests() if "```output" in str(r["body"]["prompt"])]
+    assert len(second) == 3 and all(p.startswith("user: What is 0+") for p in second)
+
+
 def test_max_code_executions_timeouts_and_the_budget_note(kit, none_cluster, stub, tmp_path):
     server = stub("--tir_rounds", "5", "--tir_code", "import time\ntime.sleep({round} * 10)\nprint('round', {round})")
     overrides = ["++code_execution=true", "++max_code_executions=2", "++code_timeout=1", "++code_budget_note=true"]
