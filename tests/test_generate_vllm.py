@@ -65,7 +65,7 @@ class ForegroundServer:
     """`kit start_server ...` as a user runs it: read stderr until the ready line; `interrupt()` is Ctrl-C."""
 
     def __init__(self, tmp_path: Path, *argv: str, timeout: float = 240):
-        env = {**os.environ, **SERVICES, "KIT_HOME": str(tmp_path / "kh")}
+        env = {**os.environ, **SERVICES, "KIT_HOME": str(tmp_path / "kh"), "PYTHONFAULTHANDLER": "1"}
         self.proc = subprocess.Popen(
             [str(BIN / "kit"), "start_server", *argv], cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True
         )
@@ -80,7 +80,14 @@ class ForegroundServer:
 
     def interrupt(self) -> int:
         self.proc.send_signal(signal.SIGINT)
-        return self.proc.wait(timeout=90)
+        try:
+            return self.proc.wait(timeout=90)
+        except subprocess.TimeoutExpired:
+            self.proc.send_signal(signal.SIGABRT)  # PYTHONFAULTHANDLER: every thread's stack to stderr
+            time.sleep(1)
+            self.proc.kill()
+            rest = self.proc.stderr.read()
+            raise AssertionError("kit did not stop on Ctrl-C:\n" + "".join(self.lines) + rest) from None
 
 
 def cluster_yaml(executor: str, server_python: str, extra: str = "") -> str:
