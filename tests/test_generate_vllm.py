@@ -67,7 +67,13 @@ class ForegroundServer:
     def __init__(self, tmp_path: Path, *argv: str, timeout: float = 240):
         env = {**os.environ, **SERVICES, "KIT_HOME": str(tmp_path / "kh"), "PYTHONFAULTHANDLER": "1"}
         self.proc = subprocess.Popen(
-            [str(BIN / "kit"), "start_server", *argv], cwd=tmp_path, env=env, stderr=subprocess.PIPE, text=True
+            [str(BIN / "kit"), "start_server", *argv],
+            cwd=tmp_path,
+            env=env,
+            stderr=subprocess.PIPE,
+            text=True,
+            # as a script's background job starts it: SIGINT ignored; Ctrl-C (kill -INT) must still stop it
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
         )
         self.lines: list[str] = []
         deadline = time.time() + timeout
@@ -86,7 +92,8 @@ class ForegroundServer:
             self.proc.send_signal(signal.SIGABRT)  # PYTHONFAULTHANDLER: every thread's stack to stderr
             time.sleep(1)
             self.proc.kill()
-            rest = self.proc.stderr.read()
+            os.set_blocking(self.proc.stderr.fileno(), False)  # an orphaned ssh tunnel may still hold the pipe
+            rest = self.proc.stderr.read() or ""
             raise AssertionError("kit did not stop on Ctrl-C:\n" + "".join(self.lines) + rest) from None
 
 

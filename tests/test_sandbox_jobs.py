@@ -48,6 +48,8 @@ def test_start_sandbox_prints_its_address_and_stops_on_ctrl_c(user_repo, tmp_pat
         env=env,
         stderr=subprocess.PIPE,
         text=True,
+        # as a script's background job starts it: SIGINT ignored; Ctrl-C (kill -INT) must still stop it
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
     )
     try:
         assert f"serves at http://127.0.0.1:{port}" in proc.stderr.readline()

@@ -3,6 +3,7 @@ placed it, announce when it answers, stop the job on Ctrl-C. Shared by `kit star
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import threading
 import time
@@ -41,6 +42,9 @@ class Service:
             raise UserError(
                 f"--create_tunnel needs an ssh_tunnel section in {cluster.source}; add one or drop the flag."
             )
+        # Ctrl-C stops the service even when kit was started with SIGINT ignored (a background job of a script
+        # inherits that, and Python then installs no KeyboardInterrupt handler)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         flags.apply_to(group)
         expname = flags.expname or self.name
         pipeline = flags.pipeline(cluster, expname, [Job(expname, [group], run_after=list(flags.run_after or []))])
