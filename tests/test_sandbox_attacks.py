@@ -15,12 +15,15 @@ LIMITS = ["--memory_gb", "1", "--file_size_mb", "64", "--tmp_size_mb", "128", "-
 
 @pytest.fixture(scope="module")
 def sandbox():
+    before = sandbox_pids()  # another module's server may still be winding down
     server = SandboxServer(*LIMITS)
-    time.sleep(0.2)
-    server.baseline = sandbox_pids()  # the workers
-    assert len(server.baseline) == server.call("GET", "/health")[1]["workers"]
-    yield server
-    server.stop()
+    try:
+        time.sleep(0.2)
+        server.baseline = sandbox_pids()  # the workers
+        assert len(server.baseline - before) == server.call("GET", "/health")[1]["workers"]
+        yield server
+    finally:
+        server.stop()
 
 
 @pytest.fixture

@@ -102,6 +102,18 @@ def test_200_concurrent_executions_all_complete(sandbox):
     assert [r["stdout"] for r in results] == [f"{i * i}\n" for i in range(200)]
 
 
+@pytest.mark.parametrize("code", ["while True:\n    pass", "import time\ntime.sleep(60)"])
+def test_a_cell_over_its_time_is_a_timeout_whether_cpu_or_wall_ends_it(sandbox, code):
+    res = sandbox.run(code, session="busy", timeout=1)
+    assert res["status"] == "timeout" and "session was reset" in res["stderr"]
+
+
+def test_cpu_bound_stateless_run_is_a_timeout_even_when_the_cpu_limit_ends_it(sandbox):
+    """RLIMIT_CPU (= the timeout) and the wall timeout race for a busy loop; either way the answer is a timeout."""
+    results = [sandbox.run("while True:\n    pass", timeout=1)["status"] for _ in range(3)]
+    assert results == ["timeout"] * 3
+
+
 def test_client_replays_a_session_lost_to_a_timeout(sandbox):
     logs = []
 

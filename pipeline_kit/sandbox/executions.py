@@ -53,7 +53,7 @@ class Output:
 
 
 def _status(report: dict) -> str:
-    if report.get("timed_out") or report.get("exit_code") == -signal.SIGXCPU:
+    if report.get("timed_out") or report.get("cpu_limit"):
         return "timeout"
     return "completed" if report.get("exit_code") == 0 else "error"
 
@@ -192,9 +192,11 @@ class Session:
         try:
             reply = await asyncio.wait_for(loop.sock_recv(self.channel, 1 << 16), timeout=req.timeout)
             report = json.loads(reply) if reply else {"exit_code": None, "error": "the session's process exited"}
+            if not reply and time.monotonic() - start >= 0.95 * req.timeout:
+                report = {"timed_out": True}  # its CPU-time limit (as long as the timeout) ended it
         except TimeoutError:
             report = {"timed_out": True}
-        if "error" in report or report.get("timed_out") or report.get("exit_code") == -signal.SIGXCPU:
+        if "error" in report or report.get("timed_out"):
             self.kill()  # killing the supervisor kills PID 1 of the session, and with it every process in it
         await output.wait(timeout=DRAIN_AFTER_CELL if self.alive else STATUS_GRACE)
         feeder.cancel()

@@ -82,10 +82,15 @@ def execution_parent(request: dict, fds: list[int], layers: isolation.Layers) ->
     if timed_out:
         os.kill(pid, signal.SIGKILL)
     _, wait_status, usage = os.wait4(pid, 0)
+    exit_code = os.waitstatus_to_exitcode(wait_status)
+    cpu = usage.ru_utime + usage.ru_stime
+    # RLIMIT_CPU with soft = hard ends in SIGKILL (the hard limit wins), not SIGXCPU: tell it from other kills
+    cpu_limit = exit_code in (-signal.SIGKILL, -signal.SIGXCPU) and cpu >= 0.95 * request["cpu_seconds"]
     report = {
-        "exit_code": os.waitstatus_to_exitcode(wait_status),
+        "exit_code": exit_code,
+        "cpu_limit": cpu_limit,
         "timed_out": timed_out,
-        "cpu_seconds": round(usage.ru_utime + usage.ru_stime, 4),
+        "cpu_seconds": round(cpu, 4),
         "oom_killed": cgroup.leave() if cgroup else False,
     }
     os.write(status, (json.dumps(report) + "\n").encode())
