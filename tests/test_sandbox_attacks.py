@@ -10,6 +10,8 @@ import time
 import pytest
 from sandbox_server import SandboxServer, sandbox_pids, wait_for_census
 
+from pipeline_kit.sandbox.executions import STATUS_GRACE
+
 LIMITS = ["--memory_gb", "1", "--file_size_mb", "64", "--tmp_size_mb", "128", "--processes", "32"]
 
 
@@ -37,15 +39,14 @@ def unharmed(sandbox):
 
 
 def test_infinite_loop_is_stopped_at_the_timeout(unharmed):
-    start = time.monotonic()
     res = unharmed.run("while True:\n    pass", timeout=2)
-    assert res["status"] == "timeout"
-    assert time.monotonic() - start < 6
+    # its supervisor reported a timeout: not the server's own give-up (STATUS_GRACE later, with an error)
+    assert res["status"] == "timeout" and "did not report" not in res["stderr"]
 
 
 def test_sleeping_forever_is_killed_at_the_wall_timeout(unharmed):
     res = unharmed.run("import time\ntime.sleep(10**6)", timeout=1)
-    assert res["status"] == "timeout" and res["wall_seconds"] < 4
+    assert res["status"] == "timeout" and "did not report" not in res["stderr"]
 
 
 def test_10_gib_allocation_fails_inside(unharmed):
@@ -101,7 +102,7 @@ def test_setsid_double_fork_orphan_dies_with_the_execution(unharmed):
         "        time.sleep(10**6)\n    os._exit(0)\nprint('parent done')"
     )
     res = unharmed.run(code, timeout=30)
-    assert res["status"] == "completed" and res["wall_seconds"] < 5
+    assert res["status"] == "completed" and res["stdout"] == "parent done\n"
 
 
 def test_orphan_holding_stdout_does_not_keep_the_request_open(unharmed):
@@ -110,13 +111,15 @@ def test_orphan_holding_stdout_does_not_keep_the_request_open(unharmed):
         "        print('still here', flush=True)\n        time.sleep(0.1)\nprint('parent done', flush=True)"
     )
     res = unharmed.run(code, timeout=30)
-    assert res["status"] == "completed" and res["wall_seconds"] < 5
+    # had the orphan outlived PID 1, its stdout would have stayed open and the server would have waited
+    # STATUS_GRACE for end of file after the report
+    assert res["status"] == "completed" and res["wall_seconds"] < STATUS_GRACE
 
 
 def test_1_gb_of_stdout_is_cut_and_stopped(unharmed):
     res = unharmed.run("while True:\n    print('x' * 10**6)", timeout=30, max_output_characters=100)
     assert res["truncated"] and len(res["stdout"]) < 200 and "output cut" in res["stdout"]
-    assert res["wall_seconds"] < 10
+    assert res["status"] == "error"  # stopped by the closed pipe (BrokenPipeError), not by its 30 s timeout
 
 
 def test_1_gb_of_stderr_is_cut_and_stopped(unharmed):
@@ -283,10 +286,9 @@ def test_hung_executions_do_not_block_the_others(sandbox):
     for t in hung:
         t.start()
     time.sleep(0.5)
-    start = time.monotonic()
     for _ in range(10):
         assert sandbox.run("print(2+2)")["stdout"] == "4\n"
-    assert time.monotonic() - start < 3  # ten quick ones pass the six hung ones
+    assert done == []  # ten quick ones answered while all six hung ones were still running
     for t in hung:
         t.join()
     assert [r["status"] for r in done] == ["timeout"] * 6

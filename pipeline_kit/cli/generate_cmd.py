@@ -4,12 +4,11 @@ Each job is a server group (unless the server is external) plus a client group t
 from __future__ import annotations
 
 import os
-import sys
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from pipeline_kit.cli.job_flags import JobFlags, JobPlan, job_command, submit
+from pipeline_kit.cli.job_flags import JobFlags, JobPlan, job_command, job_python, submit
 from pipeline_kit.cli.sandbox_flags import SandboxFlags
 from pipeline_kit.cli.server_flags import ServerFlags
 from pipeline_kit.errors import UserError
@@ -92,7 +91,7 @@ def register(app: typer.Typer) -> None:
             common += [f"++postprocess_cmd={override_value(postprocess_cmd)}"] if postprocess_cmd else []
             labels = tuple(tuple(u.label for u in share) for share in shares)
             client = ClientCommand(
-                sys.executable if cluster.executor == "none" else "python3",
+                job_python(cluster),
                 spec,
                 (*common, *flags.extra_args),
                 labels,

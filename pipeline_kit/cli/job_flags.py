@@ -5,6 +5,7 @@ import functools
 import inspect
 import json
 import os
+import sys
 from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Annotated, get_type_hints
 
@@ -159,6 +160,21 @@ def job_command(app: typer.Typer, name: str, help: str):
         return fn
 
     return decorate
+
+
+def port_or_auto(flag: str, port: int | None):
+    """A --*port flag: a TCP port, or AUTO_PORT (a free one) when not given."""
+    from pipeline_kit.pipeline.model import AUTO_PORT
+
+    if port is not None and not 0 < port < 65536:
+        raise UserError(f"{flag}={port} is not a TCP port (1..65535).")
+    return AUTO_PORT if port is None else port
+
+
+def job_python(cluster) -> str:
+    """The interpreter a job's kit-side commands default to: this one on none (the job runs here), else the
+    image's or node's `python3` (each command lets an env var override it)."""
+    return sys.executable if cluster.executor == "none" else "python3"
 
 
 def cluster_from(cluster: str | None, config_dir: str | None):

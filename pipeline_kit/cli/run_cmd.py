@@ -2,12 +2,11 @@
 address it finds in $KIT_SANDBOX_ADDRESS)."""
 
 import shlex
-import sys
 from typing import Annotated
 
 import typer
 
-from pipeline_kit.cli.job_flags import JobFlags, JobPlan, job_command, submit
+from pipeline_kit.cli.job_flags import JobFlags, JobPlan, job_command, job_python, submit
 from pipeline_kit.cli.sandbox_flags import SandboxFlags
 from pipeline_kit.errors import UserError
 
@@ -49,7 +48,7 @@ def register(app: typer.Typer) -> None:
             if sandbox.with_sandbox:
                 groups = [sandbox.group(cluster, sandbox.port())]
                 refs = {SANDBOX_NAME: groups[0].commands[0]}
-                line = WithSandboxAddress(text, sys.executable if cluster.executor == "none" else "python3")
+                line = WithSandboxAddress(text, job_python(cluster))
             cmd = Command(
                 line,
                 name="cmd",

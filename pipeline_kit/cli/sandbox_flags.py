@@ -3,11 +3,12 @@ sandbox component they add to a job."""
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 from typing import Annotated
 
 import typer
+
+from pipeline_kit.cli.job_flags import job_python, port_or_auto
 
 
 @dataclass
@@ -25,12 +26,11 @@ class SandboxOptions:
         """The sandbox's service Command for a job on `cluster`."""
         from pipeline_kit.sandbox.component import SANDBOX_NAME, sandbox_command
 
-        local = cluster.executor == "none"
         if self.sandbox_container:
             cluster.container(self.sandbox_container)  # fails with the known keys when it is missing
         container = self.sandbox_container or (SANDBOX_NAME if SANDBOX_NAME in cluster.containers else None)
-        python = sys.executable if local else "python3"
-        return sandbox_command(python, "127.0.0.1" if local else "0.0.0.0", port, self.sandbox_args, container)
+        host = "127.0.0.1" if cluster.executor == "none" else "0.0.0.0"  # elsewhere clients are on other nodes
+        return sandbox_command(job_python(cluster), host, port, self.sandbox_args, container)
 
     def group(self, cluster, port):
         """Its own CommandGroup: on Slurm a het component in the CPU partition."""
@@ -54,9 +54,4 @@ class SandboxFlags(SandboxOptions):
     ] = None
 
     def port(self):
-        from pipeline_kit.errors import UserError
-        from pipeline_kit.pipeline.model import AUTO_PORT
-
-        if self.sandbox_port is not None and not 0 < self.sandbox_port < 65536:
-            raise UserError(f"--sandbox_port={self.sandbox_port} is not a TCP port (1..65535).")
-        return self.sandbox_port if self.sandbox_port is not None else AUTO_PORT
+        return port_or_auto("--sandbox_port", self.sandbox_port)

@@ -68,8 +68,6 @@ class ServerFlags:
         return get_server_type(self.server_type).runs_locally and self.server_address is None
 
     def port(self):
-        from pipeline_kit.pipeline.model import AUTO_PORT
+        from pipeline_kit.cli.job_flags import port_or_auto
 
-        if self.server_port is not None and not 0 < self.server_port < 65536:
-            raise UserError(f"--server_port={self.server_port} is not a TCP port (1..65535).")
-        return self.server_port if self.server_port is not None else AUTO_PORT
+        return port_or_auto("--server_port", self.server_port)

@@ -8,9 +8,8 @@ from typing import Annotated
 import typer
 
 from pipeline_kit.cli.foreground import ForegroundFlags, Service
-from pipeline_kit.cli.job_flags import JobFlags, cluster_from, job_command
+from pipeline_kit.cli.job_flags import JobFlags, cluster_from, job_command, port_or_auto
 from pipeline_kit.cli.sandbox_flags import SandboxOptions
-from pipeline_kit.errors import UserError
 
 SANDBOX = Service("start_sandbox", "sandbox")
 
@@ -23,10 +22,10 @@ def register(app: typer.Typer) -> None:
         foreground: ForegroundFlags,
         port: Annotated[int | None, typer.Option("--port", help="Port to serve on (default: a free one).")] = None,
     ) -> int:
+        from pipeline_kit.pipeline import AUTO_PORT
         from pipeline_kit.pipeline.render import free_port
 
-        if port is not None and not 0 < port < 65536:
-            raise UserError(f"--port={port} is not a TCP port (1..65535).")
+        port = port_or_auto("--port", port)
         cluster = cluster_from(flags.cluster, flags.config_dir)
-        port = port if port is not None else free_port()
+        port = free_port() if port == AUTO_PORT else port
         raise typer.Exit(SANDBOX.run(flags, foreground, cluster, sandbox.group(cluster, port), port))

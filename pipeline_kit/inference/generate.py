@@ -47,10 +47,7 @@ async def generate_unit(cfg: GenerateConfig, rows: list[tuple[int, dict]], all_m
 
             async def one(i: int) -> None:
                 async with semaphore:
-                    if code_runner is None:
-                        result = await client.generate(all_messages[i])
-                    else:
-                        result = await code_runner.generate(all_messages[i])
+                    result = await (code_runner or client).generate(all_messages[i])
                 sample = {
                     **rows[i][1],
                     "generation": result.text,

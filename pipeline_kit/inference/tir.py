@@ -103,6 +103,7 @@ async def generate_with_code(
     session = uuid.uuid4().hex
     start = time.monotonic()
     text, tokens, rounds, timeouts, exec_time, error = "", 0, 0, 0, 0.0, None
+    session_used = False
     try:
         while True:
             can_run = rounds < settings.max_code_executions
@@ -116,6 +117,7 @@ async def generate_with_code(
             code = tags.last_open_block(text) if can_run and part.finish_reason == "stop" else None
             if code is None or tokens >= max_tokens:
                 break
+            session_used = True
             try:
                 result = await sandbox.execute(
                     code,
@@ -135,10 +137,11 @@ async def generate_with_code(
                 left = settings.max_code_executions - rounds
                 text += f"You have {left} code execution{'s' if left != 1 else ''} left.\n"
     finally:
-        try:
-            await sandbox.delete_session(session)
-        except SandboxError:
-            pass
+        if session_used:  # most samples of a run never write code: no request for them
+            try:
+                await sandbox.delete_session(session)
+            except SandboxError:
+                pass
     extra = {
         "code_rounds_executed": rounds,
         "num_code_timeouts": timeouts,
@@ -166,7 +169,7 @@ class CodeRunner:
         from pipeline_kit.sandbox.client import SandboxClient
 
         sandbox = SandboxClient(cfg.sandbox_address, max_connections=cfg.max_concurrent_requests)
-        waited = await wait_for_sandbox(sandbox, cfg.sandbox_ready_timeout)
+        waited = await wait_for_sandbox(cfg.sandbox_address, cfg.sandbox_ready_timeout)
         say(f"sandbox {cfg.sandbox_address} ready after {waited:.1f} s")
         return cls(cfg, client, sandbox)
 
@@ -180,21 +183,17 @@ class CodeRunner:
         await self.sandbox.close()
 
 
-async def wait_for_sandbox(sandbox, timeout: float) -> float:
-    from pipeline_kit.sandbox.client import SandboxError
+async def wait_for_sandbox(address: str, timeout: float) -> float:
+    """Seconds until the sandbox's GET /health answered (polled in a thread: nothing else runs yet)."""
+    from pipeline_kit.inference.server_wait import wait_until_ready
 
-    start = time.monotonic()
-    while True:
-        try:
-            await sandbox.health()
-            return time.monotonic() - start
-        except SandboxError as e:
-            if time.monotonic() - start > timeout:
-                raise ServerError(
-                    f"the sandbox at {sandbox.address} was not ready after {timeout:g} s ({e}); see its log "
-                    "($KIT_LOG_DIR/sandbox.log in a --with_sandbox job), or raise ++sandbox_ready_timeout"
-                ) from None
-            await asyncio.sleep(1.0)
+    try:
+        return await asyncio.to_thread(wait_until_ready, address, timeout)
+    except ServerError:
+        raise ServerError(
+            f"the sandbox at {address} was not ready after {timeout:g} s; see its log "
+            "($KIT_LOG_DIR/sandbox.log in a --with_sandbox job), or raise ++sandbox_ready_timeout"
+        ) from None
 
 
 def check_code_settings(cfg: GenerateConfig) -> None:
@@ -210,7 +209,9 @@ def check_code_settings(cfg: GenerateConfig) -> None:
         )
     if cfg.code_language not in LANGUAGES:
         raise UserError(f"++code_language={cfg.code_language} is not one of {', '.join(LANGUAGES)}.")
-    for key in ("max_code_executions", "code_timeout", "max_code_output_characters"):
-        if getattr(cfg, key) < 0 or (key == "code_timeout" and cfg.code_timeout == 0):
-            raise UserError(f"++{key}={getattr(cfg, key)} must be positive.")
+    for key in ("max_code_executions", "max_code_output_characters"):
+        if getattr(cfg, key) < 0:
+            raise UserError(f"++{key}={getattr(cfg, key)} must be 0 or more.")
+    if cfg.code_timeout <= 0:
+        raise UserError(f"++code_timeout={cfg.code_timeout} must be a positive number of seconds.")
     load_code_tags(cfg.code_tags)

@@ -8,8 +8,8 @@ import asyncio
 import sys
 from collections.abc import Callable
 
-SESSION_HEADER = "X-Session-ID"
-CELLS_HEADER = "X-Session-Cells"
+from pipeline_kit.sandbox.limits import CELLS_HEADER, SESSION_HEADER
+
 RETRY_STATUSES = (502, 503, 504)
 
 
@@ -135,32 +135,10 @@ class SandboxClient:
         self.histories.pop(session_id, None)
         await self._call("DELETE", f"/sessions/{session_id}")
 
-    async def health(self) -> dict:
-        return self._checked(*await self._call("GET", "/health"))
-
     async def close(self) -> None:
         if self._http is not None:
             await self._http.close()
             self._http = None
-
-
-def wait_ready(address: str, timeout: float) -> float:
-    """Seconds until GET /health answered; TimeoutError after `timeout`."""
-    import time
-    import urllib.request
-
-    start = time.monotonic()
-    url = (address if "://" in address else "http://" + address).rstrip("/") + "/health"
-    while True:
-        try:
-            with urllib.request.urlopen(url, timeout=5) as resp:
-                if resp.status == 200:
-                    return time.monotonic() - start
-        except OSError:
-            pass
-        if time.monotonic() - start > timeout:
-            raise TimeoutError(f"the sandbox at {address} did not answer {url} within {timeout:g} s")
-        time.sleep(0.25)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -169,10 +147,13 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) not in (2, 3) or args[0] != "--wait":
         print("usage: python -m pipeline_kit.sandbox.client --wait ADDRESS [TIMEOUT_SECONDS]", file=sys.stderr)
         return 2
+    from pipeline_kit.inference.server_wait import ServerError, wait_until_ready
+
+    timeout = float(args[2]) if len(args) == 3 else 300.0
     try:
-        waited = wait_ready(args[1], float(args[2]) if len(args) == 3 else 300.0)
-    except TimeoutError as e:
-        _say(str(e))
+        waited = wait_until_ready(args[1], timeout)  # its GET /health answers
+    except ServerError:
+        _say(f"the sandbox at {args[1]} did not answer /health within {timeout:g} s")
         return 1
     _say(f"sandbox {args[1]} ready after {waited:.1f} s")
     return 0

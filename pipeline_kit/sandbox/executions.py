@@ -52,6 +52,11 @@ class Output:
         return {"status": status, "stdout": texts[0], "stderr": texts[1], "truncated": truncated, **extra}
 
 
+def _add_note(result: dict, note: str) -> None:
+    """The server's own word on an execution, after whatever the code wrote to stderr."""
+    result["stderr"] += ("\n" if result["stderr"] else "") + note
+
+
 def _status(report: dict) -> str:
     if report.get("timed_out") or report.get("cpu_limit"):
         return "timeout"
@@ -59,7 +64,8 @@ def _status(report: dict) -> str:
 
 
 async def _read_report(status_fd: int, deadline: float) -> tuple[int | None, dict]:
-    """The worker's `pid N` line and JSON report; {} when the report did not come in time."""
+    """The supervisor's pid (from its `pid N` line) and its JSON report; a report with an `error` when it did not
+    come in time (the supervisor is then killed) or the supervisor died without one."""
     reader = await read_lines(status_fd)
     pid = None
     try:
@@ -110,7 +116,7 @@ async def run_stateless(pool: WorkerPool, req: ExecuteRequest, limits: Limits) -
     status = _status(report) if "error" not in report else "error"
     result = output.result(status, exit_code=report.get("exit_code"), wall_seconds=round(time.monotonic() - start, 4))
     if "error" in report:
-        result["stderr"] += ("\n" if result["stderr"] else "") + report["error"]
+        _add_note(result, report["error"])
     return result
 
 
@@ -210,11 +216,9 @@ class Session:
             cell=self.cells,
         )
         if "error" in report:
-            result["stderr"] += ("\n" if result["stderr"] else "") + report["error"] + "; the session was reset"
+            _add_note(result, report["error"] + "; the session was reset")
         if report.get("timed_out"):
-            result["stderr"] += (
-                "\n" if result["stderr"] else ""
-            ) + f"timed out after {req.timeout:g} s; the session was reset"
+            _add_note(result, f"timed out after {req.timeout:g} s; the session was reset")
         return result
 
     def describe(self) -> dict:

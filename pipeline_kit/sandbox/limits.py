@@ -7,6 +7,8 @@ from dataclasses import asdict, dataclass
 
 GiB, MiB = 1 << 30, 1 << 20
 LANGUAGES = ("python", "ipython", "shell")
+SESSION_HEADER = "X-Session-ID"  # a request with it runs in that session
+CELLS_HEADER = "X-Session-Cells"  # how many successful cells the client has run in the session (for replay)
 
 
 @dataclass(frozen=True)

@@ -87,20 +87,17 @@ class WorkerPool:
         goes to its replacement."""
         message["cgroup"] = self.cgroup.path if self.cgroup else None
         index = next(self._next) % len(self.workers)
-        for attempt in range(2):
-            worker = self.workers[index]
-            if worker.process.poll() is None:
-                try:
-                    return worker.send(message, fds)
-                except OSError:
-                    if attempt:
-                        raise
-                    worker.process.kill()
-                    worker.process.wait()
-            worker.control.close()
-            self.restarts += 1
-            print(f"kit sandbox: worker {index} had exited ({worker.process.returncode}); restarting it", flush=True)
-            self.workers[index] = self._start_one()
+        worker = self.workers[index]
+        if worker.process.poll() is None:
+            try:
+                return worker.send(message, fds)
+            except OSError:  # it died between the check and the send
+                worker.process.kill()
+                worker.process.wait()
+        worker.control.close()
+        self.restarts += 1
+        print(f"kit sandbox: worker {index} had exited ({worker.process.returncode}); restarting it", flush=True)
+        self.workers[index] = self._start_one()
         self.workers[index].send(message, fds)
 
     def close(self) -> None:
@@ -121,8 +118,8 @@ def pipe() -> tuple[int, int]:
 
 
 class CappedReader:
-    """Reads a pipe to end of file, keeping the first `keep` bytes and counting the rest. Past `stop_after`
-    bytes in all (shared by stdout and stderr through `budget`), it closes the pipe: the writer gets EPIPE."""
+    """Reads a pipe to end of file, keeping the first `keep` bytes and counting the rest. Once `budget[0]` (bytes
+    left for stdout and stderr together) runs out, it closes the pipe: the writer gets EPIPE."""
 
     def __init__(self, fd: int, keep: int, budget: list[int]):
         self.fd, self.keep, self.budget = fd, keep, budget

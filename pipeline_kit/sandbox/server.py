@@ -12,11 +12,8 @@ import time
 
 from pipeline_kit.sandbox.executions import Session, run_stateless
 from pipeline_kit.sandbox.isolation import Layers
-from pipeline_kit.sandbox.limits import BadRequest, GiB, Limits, MiB, parse_request
+from pipeline_kit.sandbox.limits import CELLS_HEADER, SESSION_HEADER, BadRequest, GiB, Limits, MiB, parse_request
 from pipeline_kit.sandbox.pool import WorkerPool, WorkerStartError
-
-SESSION_HEADER = "X-Session-ID"
-CELLS_HEADER = "X-Session-Cells"  # how many successful cells the client has run in the session
 
 
 class SandboxServer:

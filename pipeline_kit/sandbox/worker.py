@@ -4,7 +4,8 @@
 
 Each request is JSON plus file descriptors. The fork (the execution's parent) enters new user/PID/mount namespaces,
 reports its pid on the status pipe, forks PID 1 of the execution, enforces the wall timeout, and reports
-`{"exit_code", "signal", "timed_out", "cpu_seconds"}`. The worker never sees the code or its output."""
+`{"exit_code", "cpu_limit", "timed_out", "cpu_seconds", "oom_killed"}`. The worker never sees the code or its
+output."""
 
 from __future__ import annotations
 
