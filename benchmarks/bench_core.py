@@ -32,6 +32,11 @@ PIPELINE = """
 import sys
 from pipeline_kit.cluster import load_cluster_config
 from pipeline_kit.pipeline import AUTO_PORT, Command, CommandGroup, HardwareConfig, Job, Pipeline
+try:  # the same script measures trees from before and after Pipeline.run() moved to launch.run_pipeline()
+    from pipeline_kit.launch import run_pipeline
+except ImportError:
+    def run_pipeline(pipeline, dry_run=False, wait=None):
+        return pipeline.run(dry_run=dry_run, wait=wait)
 def client(refs):
     return f"echo chunk=$((KIT_UNIT % 100)) seed=$((KIT_UNIT / 100)) server={refs['server'].address}"
 if __name__ == "__main__":
@@ -41,13 +46,17 @@ if __name__ == "__main__":
     # --begin keeps the units pending, so they do not compete with the submitter for this VM's 2 cores
     hw = HardwareConfig(num_gpus=1, sbatch_kwargs={"begin": "now+600"})
     job = Job("gen", groups=[CommandGroup(cmds, hw, name="gen")], array_size=800)
-    r = Pipeline("bench800", cluster, [job], allow_uncommitted=True).run(dry_run=sys.argv[3] == "dry")
+    r = run_pipeline(Pipeline("bench800", cluster, [job], allow_uncommitted=True), dry_run=sys.argv[3] == "dry")
     print(len(r.dry_run_text), r.slurm_ids)
 """
 
 
 def main() -> None:
     env = {**os.environ, "KIT_HOME": tempfile.mkdtemp()}
+    where = "import importlib.util, pipeline_kit; print(pipeline_kit.__file__, bool(importlib.util.find_spec('torch')))"
+    out = subprocess.run([sys.executable, "-c", where], capture_output=True, text=True, cwd=tempfile.gettempdir())
+    kit_file, torch = out.stdout.split()
+    print(f"{sys.executable}: pipeline_kit from {Path(kit_file).parent}; torch installed: {torch}")
     subprocess.run([BIN / "kit", "--help"], env=env, capture_output=True)  # fills the help cache
     base = timed([sys.executable, "-c", "pass"])
     helps = timed([BIN / "kit", "--help"], env=env)

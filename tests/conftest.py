@@ -75,6 +75,20 @@ def git(repo: Path, *args: str) -> None:
     subprocess.run(["git", "-c", "user.email=t@t", "-c", "user.name=t", "-C", str(repo), *args], check=True)
 
 
+def run_committed(
+    repo: Path, tmp_path: Path, name: str, body: str, *args: str, env: dict | None = None, timeout: int = 300
+) -> subprocess.CompletedProcess:
+    """Commit a pipeline script into the user's repo and run it there, like a researcher would (kit packs only
+    committed code)."""
+    (repo / name).write_text(textwrap.dedent(body))
+    git(repo, "add", ".")
+    git(repo, "commit", "-q", "-m", name)
+    full = {**os.environ, "KIT_HOME": str(tmp_path / "kh"), **(env or {})}
+    return subprocess.run(
+        [sys.executable, name, *args], cwd=repo, env=full, capture_output=True, text=True, timeout=timeout
+    )
+
+
 @pytest.fixture
 def configs(tmp_path: Path):
     """write(name, yaml_text) -> the config dir; job_dir defaults to a per-test folder."""

@@ -89,19 +89,23 @@ def test_gpus_are_requested_from_docker_when_the_host_has_them(monkeypatch, tmp_
     job = Job("train", groups=[CommandGroup([Command("nvidia-smi", num_gpus=2, container="base")])])
     from nemo_run.core.execution.docker import DockerContainer
 
-    requests = {}
-    for has_gpus in (True, False):
-        monkeypatch.setattr(executors, "host_has_gpus", lambda has=has_gpus: has)
-        ex = executors.docker_executor(run, cluster, job, "/code", ["/logs"], [])
-        ex.experiment_id = "exp"
-        client = RecordingDockerClient()
-        DockerContainer(name="train", command=["true"], executor=ex, extra_env={}).run(client=client, id="x")
-        requests[has_gpus] = client.calls[0][2]
-    (gpu_request,) = requests[True]["device_requests"]
+    monkeypatch.setattr(executors, "host_has_gpus", lambda: True)
+    ex = executors.docker_executor(run, cluster, job, "/code", ["/logs"], [])
+    ex.experiment_id = "exp"
+    client = RecordingDockerClient()
+    DockerContainer(name="train", command=["true"], executor=ex, extra_env={}).run(client=client, id="x")
+    request = client.calls[0][2]
+    (gpu_request,) = request["device_requests"]
     assert gpu_request["Count"] == 2 and gpu_request["Capabilities"] == [["compute", "utility"]]
-    assert requests[True]["network"] == "host"
-    assert "/code:/kit/code" in requests[True]["volumes"] and "/logs:/logs" in requests[True]["volumes"]
-    assert "device_requests" not in requests[False]  # no GPUs on the host: none asked for
+    assert request["network"] == "host"
+    assert "/code:/kit/code" in request["volumes"] and "/logs:/logs" in request["volumes"]
+
+    # no GPUs on the host: an error that says so, not a job that silently runs without them
+    from pipeline_kit.errors import UserError
+
+    monkeypatch.setattr(executors, "host_has_gpus", lambda: False)
+    with pytest.raises(UserError, match=r"job 'train' asks for 2 GPU\(s\), but this Docker host has no /dev/nvidia\*"):
+        executors.docker_executor(run, cluster, job, "/code", ["/logs"], [])
 
 
 def test_generate_client_runs_in_the_container(kit, configs, stub, tmp_path):

@@ -6,13 +6,11 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import git
+from conftest import run_committed
 
 GOLDEN = Path(__file__).parent / "golden" / "dry_run"
 
@@ -126,6 +124,7 @@ CASES = {
 PIPELINE_SCRIPT = """
 import sys
 from pipeline_kit.cluster import load_cluster_config
+from pipeline_kit.launch import run_pipeline
 from pipeline_kit.pipeline import Command, CommandGroup, HardwareConfig, Job, Pipeline
 
 if __name__ == "__main__":
@@ -137,13 +136,13 @@ if __name__ == "__main__":
                              CommandGroup([client], HardwareConfig(partition="cpu"), name="cli")])
     judge = Job("judge", groups=[CommandGroup([Command("judge --unit $KIT_UNIT", name="judge")], name="j")],
                 after=[het], array_size=8, array_parallelism=2, dependency_type="afterok")
-    print(Pipeline("gen", cluster, [het, judge]).run(dry_run=True).dry_run_text, end="")
+    print(run_pipeline(Pipeline("gen", cluster, [het, judge]), dry_run=True).dry_run_text, end="")
 """
 
 
 def normalise(text: str, tmp_path: Path) -> str:
     text = text.replace(str(tmp_path), "<TMP>")
-    text = re.sub(r"\d{8}-\d{6}-\d+", "<RUN_ID>", text)  # kit's run id: time + pid
+    text = re.sub(r"\d{8}-\d{6}-\d{6}-\d+-\d{3}", "<RUN_ID>", text)  # kit's run id: time, µs, pid, counter
     text = re.sub(r"(?<=_)\d{16,}", "<EXP_ID>", text)  # nemo-run's experiment id: time in ns
     text = re.sub(r"(?<=-)\d{16,}", "<EXP_ID>", text)
     text = re.sub(r"(?<=-)(?=[a-z0-9]*\d)[a-z0-9]{10,20}\b", "<APP_ID>", text)  # torchx's random app id suffix
@@ -183,13 +182,7 @@ def test_dry_run_matches_golden(kit, golden_configs, tmp_path, case):
 
 def test_pipeline_api_dry_run_matches_golden(golden_configs, user_repo, tmp_path):
     config_dir, _ = golden_configs
-    (user_repo / "gen.py").write_text(textwrap.dedent(PIPELINE_SCRIPT))
-    git(user_repo, "add", ".")
-    git(user_repo, "commit", "-q", "-m", "gen")
-    env = {**os.environ, "KIT_HOME": str(tmp_path / "kh")}
-    proc = subprocess.run(
-        [sys.executable, "gen.py", str(config_dir)], cwd=user_repo, env=env, capture_output=True, text=True
-    )
+    proc = run_committed(user_repo, tmp_path, "gen.py", PIPELINE_SCRIPT, str(config_dir))
     assert proc.returncode == 0, proc.stderr
     check_golden("slurm_het_then_array", normalise(proc.stdout, tmp_path))
 
@@ -200,3 +193,48 @@ def test_dry_run_submits_nothing(kit, golden_configs):
     assert res.returncode == 0, res.stderr
     assert "touch ran.txt" in res.stdout
     assert kit("status", "--cluster=none", f"--config_dir={config_dir}", "run_cmd").returncode == 2  # no record
+
+
+# the same generate runs as CASES, built from Python with the job builders `kit generate` uses
+BUILDER_SCRIPT = """
+import sys
+from pipeline_kit.cluster import load_cluster_config
+from pipeline_kit.jobs import GenerateSpec, JobOptions, generate_jobs
+from pipeline_kit.launch import run_pipeline
+from pipeline_kit.pipeline import Pipeline
+from pipeline_kit.sandbox.component import SandboxSpec
+from pipeline_kit.servers import ServerSpec
+
+if __name__ == "__main__":
+    cluster = load_cluster_config("slurm", sys.argv[1])
+    specs = {
+        "slurm_generate_het": (
+            GenerateSpec(ServerSpec("vllm", "/models/qwen", gpus=8), "/data/in.jsonl", "/out", server_port=8000,
+                         overrides=("++inference.temperature=0.7",)),
+            JobOptions("gen"),
+        ),
+        "slurm_generate_array": (
+            GenerateSpec(ServerSpec("sglang", "/models/qwen", gpus=2, server_args="--mem-fraction-static 0.8"),
+                         "/data/in.jsonl", "/out", seeds=[0, 1], num_chunks=2),
+            JobOptions("gen", dependent_jobs=1),
+        ),
+        "slurm_generate_het_sandbox": (
+            GenerateSpec(ServerSpec("vllm", "/models/qwen", gpus=8), "/data/in.jsonl", "/out", server_port=8000,
+                         sandbox=SandboxSpec("--memory_gb 8", port=6000),
+                         overrides=("++code_execution=true", "++code_tags=qwen")),
+            JobOptions("tir"),
+        ),
+    }
+    spec, options = specs[sys.argv[2]]
+    pipeline = Pipeline(options.expname, cluster, generate_jobs(cluster, spec, options))
+    print(run_pipeline(pipeline, dry_run=True).dry_run_text, end="")
+"""
+
+
+@pytest.mark.parametrize("case", ["slurm_generate_het", "slurm_generate_array", "slurm_generate_het_sandbox"])
+def test_python_job_builders_match_kit_generate(golden_configs, user_repo, tmp_path, case):
+    """`kit generate` and `pipeline_kit.jobs.generate_jobs` make the same jobs: the same dry run as the CLI's golden."""
+    config_dir, _ = golden_configs
+    proc = run_committed(user_repo, tmp_path, "stages.py", BUILDER_SCRIPT, str(config_dir), case)
+    assert proc.returncode == 0, proc.stderr
+    assert normalise(proc.stdout, tmp_path) == (GOLDEN / f"{case}.txt").read_text()

@@ -43,14 +43,24 @@ def test_chunks_times_seeds_give_merged_files_with_done_markers(kit, none_cluste
     assert len(sent) == 20
     assert sorted({r["body"]["seed"] for r in sent}) == [4, 5] and {r["body"]["temperature"] for r in sent} == {0.5}
 
-    # every unit is done: nothing is planned and nothing is requested
-    again = kit("generate", *args, "--num_chunks=2", "--num_random_seeds=2", "--starting_seed=4")
+    # every unit is done with the same settings: nothing is requested, and a job that says so stands in for them
+    same = ["--num_chunks=2", "--num_random_seeds=2", "--starting_seed=4", "++inference.temperature=0.5"]
+    again = kit("generate", *args, *same, "++max_concurrent_requests=3")  # concurrency is not part of the key
     assert again.returncode == 0, again.stderr
-    assert "4 of 4 units are done already" in again.stdout and "nothing to run" in again.stdout
+    assert "4 of 4 units are done already" in again.stdout
+    assert f"all 4 units in {out} are done; nothing to generate" in again.stdout
     assert len(server.requests()) == 20
 
+    # done with other settings: one line naming what changed, and nothing is submitted
+    other = kit("generate", *args, "--num_chunks=2", "--num_random_seeds=2", "--starting_seed=4")
+    assert other.returncode == 2 and other.stderr.count("\n") == 1, other.stderr
+    assert (
+        "output-rs4.jsonl is done, but was made with other settings (inference.temperature: 0.5 → 0.0)" in other.stderr
+    )
+    assert "--rerun_done" in other.stderr and len(server.requests()) == 20
+
     # --rerun_done redoes exactly the units named
-    redo = kit("generate", *args, "--num_chunks=2", "--random_seeds=5", "--chunk_ids=1", "--rerun_done")
+    redo = kit("generate", *args, *same[:1], "--random_seeds=5", "--chunk_ids=1", "--rerun_done", same[-1])
     assert redo.returncode == 0, redo.stdout + redo.stderr
     assert len(server.requests()) == 25
     assert [r["id"] for r in rows(out / "output-rs5.jsonl")] == list(range(10))  # merged again, in order
@@ -134,7 +144,7 @@ def test_client_only_array_on_slurm(kit, configs, stub, tmp_path):
         (["--server_type=openai"], "--server_type=openai needs --server_address"),
         (["--server_address=localhost:8000"], "is not a URL like http://host:8000/v1"),
         (["--server_nodes=0"], "use 0 or more GPUs and 1 or more nodes"),
-        (["--input_file=missing.jsonl"], "--input_file="),
+        (["--input_file=missing.jsonl"], "missing.jsonl does not exist"),
         (["--num_jobs=0"], "--num_jobs must be at least 1"),
     ],
 )

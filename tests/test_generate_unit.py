@@ -51,11 +51,31 @@ def test_output_keeps_input_fields_and_adds_generation(stub, tmp_path):
     assert len(sent) == 12 and sent[0]["body"]["temperature"] == 0.7
     assert "put the answer (and only answer) inside \\boxed{}" in sent[0]["prompt"]  # the generic/math prompt
 
-    again = generate(*base(server, inp, out))
-    assert again.returncode == 0 and "is done; skipping" in again.stderr
-    assert len(server.requests()) == 12  # nothing re-requested
+    same = ("++prompt_config=generic/math", "++inference.temperature=0.7")
+    again = generate(*base(server, inp, out, *same, "++max_concurrent_requests=2", "++request_timeout=5"))
+    assert again.returncode == 0 and "is done; skipping" in again.stderr, again.stderr
+    assert len(server.requests()) == 12  # nothing re-requested: concurrency and timeouts are not part of the key
+    # the .done records what made the output; other settings (or other input) are refused, naming what changed
+    other = generate(*base(server, inp, out, "++prompt_config=generic/default", "++inference.temperature=0.7"))
+    assert other.returncode == 2 and len(other.stderr.strip().splitlines()) == 1, other.stderr
+    assert "was made with other settings (prompt_config:" in other.stderr and "prompt_config content:" in other.stderr
+    assert 'prompt_config: "generic/math" → "generic/default"' in other.stderr
+    with inp.open("a") as f:
+        f.write('{"id": 99, "problem": "What is 0+99?"}\n')
+    changed = generate(*base(server, inp, out, *same))
+    assert changed.returncode == 2 and "input_file content:" in changed.stderr, changed.stderr
+    assert len(server.requests()) == 12
     assert generate(*base(server, inp, out, "++rerun_done=true")).returncode == 0
-    assert len(server.requests()) == 24
+    assert len(server.requests()) == 25
+
+
+def test_a_done_marker_without_a_key_still_counts_as_done(stub, tmp_path):
+    server = stub()
+    inp, out = problems(tmp_path, 3), tmp_path / "output.jsonl"
+    out.write_text("")
+    (tmp_path / "output.jsonl.done").write_text("")  # written before .done files held keys
+    res = generate(*base(server, inp, out, "++inference.temperature=0.3"))
+    assert res.returncode == 0 and "is done; skipping" in res.stderr and not server.requests()
 
 
 def test_chunks_merge_into_one_file_in_order(stub, tmp_path):
@@ -71,19 +91,26 @@ def test_chunks_merge_into_one_file_in_order(stub, tmp_path):
     assert (tmp_path / "output-rs3.jsonl.done").exists()
     assert not list(tmp_path.glob("*_chunk_*"))  # chunk files and their markers are removed
     assert {r["body"]["seed"] for r in server.requests()} == {3}
-    res = generate(*base(server, inp, tmp_path / "output-rs3_chunk_1.jsonl", "++num_chunks=3", "++chunk_id=1"))
+    seed = "++inference.random_seed=3"
+    res = generate(*base(server, inp, tmp_path / "output-rs3_chunk_1.jsonl", "++num_chunks=3", "++chunk_id=1", seed))
     assert "is done; skipping chunk 1" in res.stderr and len(server.requests()) == 10
     # rerunning one chunk cuts the others back out of the merged file (kept as they are) and merges again
     kept = rows(final)
     kept[0]["marker"] = "kept"
     final.write_text("".join(json.dumps(r) + "\n" for r in kept))
     chunk = tmp_path / "output-rs3_chunk_1.jsonl"
-    res = generate(*base(server, inp, chunk, "++num_chunks=3", "++chunk_id=1", "++rerun_done=true"))
+    res = generate(*base(server, inp, chunk, "++num_chunks=3", "++chunk_id=1", "++rerun_done=true", seed))
     assert res.returncode == 0, res.stderr
     assert (tmp_path / "output-rs3.jsonl.done").exists() and not list(tmp_path.glob("*_chunk_*"))
     again = rows(final)
     assert [r["id"] for r in again] == list(range(10)) and again[0]["marker"] == "kept"
     assert sorted(r["prompt"] for r in server.requests()[10:]) == [f"What is 0+{i}?" for i in range(4, 8)]
+    # a chunk redone with other settings is not merged with the others
+    res = generate(
+        *base(server, inp, chunk, "++num_chunks=3", "++chunk_id=1", "++rerun_done=true", "++inference.random_seed=4")
+    )
+    assert res.returncode == 2 and "was made with other settings than the chunks" in res.stderr, res.stderr
+    assert "inference.random_seed: 3 → 4" in res.stderr and not (tmp_path / "output-rs3.jsonl.done").exists()
 
 
 def test_kill_9_then_rerun_requests_only_the_missing_samples(stub, tmp_path):
@@ -120,7 +147,7 @@ def _merge_at_once(barrier, final, n, results):
     from pipeline_kit.inference.unit_files import merge_chunks
 
     barrier.wait()
-    results.put(merge_chunks(Path(final), n))
+    results.put(merge_chunks(Path(final), n, {"inference.temperature": 0.0}))
 
 
 def test_two_chunks_finishing_together_merge_once(tmp_path):

@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
-import textwrap
 
-from conftest import git
+from conftest import run_committed
 
 
 def none_cluster(configs, extra: str = "") -> list[str]:
@@ -23,14 +21,7 @@ def states(kit, cluster, expname) -> dict[str, str]:
 
 
 def run_script(user_repo, tmp_path, name: str, body: str, *args: str) -> subprocess.CompletedProcess:
-    """Commit a pipeline script into the user's repo and run it, like a researcher would."""
-    (user_repo / name).write_text(textwrap.dedent(body))
-    git(user_repo, "add", ".")
-    git(user_repo, "commit", "-q", "-m", name)
-    env = {**os.environ, "KIT_HOME": str(tmp_path / "kh")}
-    return subprocess.run(
-        [sys.executable, name, *args], cwd=user_repo, env=env, capture_output=True, text=True, timeout=120
-    )
+    return run_committed(user_repo, tmp_path, name, body, *args, timeout=120)
 
 
 def test_run_cmd_waits_and_reports_state_and_log(kit, configs):
@@ -59,6 +50,7 @@ def test_pipeline_of_three_jobs_runs_in_dependency_order(user_repo, tmp_path, co
         f"""
         import sys
         from pipeline_kit.cluster import load_cluster_config
+        from pipeline_kit.launch import run_pipeline
         from pipeline_kit.pipeline import Command, CommandGroup, Job, Pipeline
 
         def step(name, sleep):
@@ -69,7 +61,7 @@ def test_pipeline_of_three_jobs_runs_in_dependency_order(user_repo, tmp_path, co
             second.after.append(first)
             third.after.append(second)
             # listed out of order on purpose: the pipeline orders them
-            result = Pipeline("chain", load_cluster_config("local0", sys.argv[1]), [third, first, second]).run()
+            result = run_pipeline(Pipeline("chain", load_cluster_config("local0", sys.argv[1]), [third, first, second]))
             print("STATES", sorted(result.states.items()))
         """,
         str(d),
@@ -88,6 +80,7 @@ def test_afterok_dependent_of_failed_job_is_cancelled_afterany_runs(user_repo, t
         """
         import sys
         from pipeline_kit.cluster import load_cluster_config
+        from pipeline_kit.launch import run_pipeline
         from pipeline_kit.pipeline import Command, CommandGroup, Job, Pipeline
 
         def job(name, text, **kw):
@@ -97,7 +90,7 @@ def test_afterok_dependent_of_failed_job_is_cancelled_afterany_runs(user_repo, t
             bad = job("bad", "exit 3")
             ok_dep = job("needs_ok", "echo SHOULD-NOT-RUN", after=[bad], dependency_type="afterok")
             any_dep = job("needs_any", "echo ran anyway", after=[bad], dependency_type="afterany")
-            result = Pipeline("deps", load_cluster_config("local0", sys.argv[1]), [bad, ok_dep, any_dep]).run()
+            result = run_pipeline(Pipeline("deps", load_cluster_config("local0", sys.argv[1]), [bad, ok_dep, any_dep]))
             print("STATES", sorted(result.states.items()))
         """,
         str(d),
@@ -106,7 +99,9 @@ def test_afterok_dependent_of_failed_job_is_cancelled_afterany_runs(user_repo, t
     assert "('needs_ok', 'CANCELLED')" in res.stdout
     assert "('needs_any', 'SUCCEEDED')" in res.stdout
     logs = list((configs.job_dir / "logs" / "deps").glob("*/*/*.log"))
-    assert not any("needs_ok" in str(p) for p in logs)  # the cancelled job never started its command
+    assert not any("needs_ok" in str(p) and p.name != "kit.log" for p in logs)  # it never started its command
+    notes = [p.read_text() for p in logs if p.parent.name == "needs_ok" and p.name == "kit.log"]
+    assert notes == ["kit: job 'needs_ok' not run: an afterok dependency did not succeed\n"]
     assert res.returncode == 0  # the script itself reported the states and exited normally
 
 
@@ -119,6 +114,7 @@ def test_client_reaches_local_server_through_reference(user_repo, tmp_path, conf
         """
         import sys
         from pipeline_kit.cluster import load_cluster_config
+        from pipeline_kit.launch import run_pipeline
         from pipeline_kit.pipeline import AUTO_PORT, Command, CommandGroup, Job, Pipeline
 
         from probe import probe_command
@@ -127,7 +123,7 @@ def test_client_reaches_local_server_through_reference(user_repo, tmp_path, conf
             server = Command("exec python3 -m http.server $KIT_PORT", name="server", port=AUTO_PORT, service=True)
             cli = Command(probe_command, name="client", refs={"server": server})
             job = Job("serve", groups=[CommandGroup([server], name="srv"), CommandGroup([cli], name="cli")])
-            result = Pipeline("serve", load_cluster_config("local0", sys.argv[1]), [job]).run()
+            result = run_pipeline(Pipeline("serve", load_cluster_config("local0", sys.argv[1]), [job]))
             print("STATES", result.states)
         """,
         str(d),
@@ -171,12 +167,13 @@ def test_unguarded_launching_script_runs_once(user_repo, tmp_path, configs):
         f"""
         import sys
         from pipeline_kit.cluster import load_cluster_config
+        from pipeline_kit.launch import run_pipeline
         from pipeline_kit.pipeline import Command, CommandGroup, Job, Pipeline
 
         open("{launches}", "a").write("launched\\n")
         jobs = [Job(n, groups=[CommandGroup([Command("echo " + n)])]) for n in ("a", "b")]
         jobs[1].after.append(jobs[0])
-        print(Pipeline("unguarded", load_cluster_config("local0", sys.argv[1]), jobs).run().states)
+        print(run_pipeline(Pipeline("unguarded", load_cluster_config("local0", sys.argv[1]), jobs)).states)
         """,
         str(d),
     )

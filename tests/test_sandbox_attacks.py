@@ -6,6 +6,7 @@ from __future__ import annotations
 import socket
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from sandbox_server import SandboxServer, sandbox_pids, wait_for_census
@@ -203,9 +204,11 @@ def test_raw_sockets_are_refused(unharmed):
 def test_files_it_must_not_see(unharmed, tmp_path):
     secret = tmp_path / "secret.txt"
     secret.write_text("top secret")
+    checkout_file = Path(__file__).resolve().parents[1] / "pyproject.toml"  # this checkout, wherever it lives
+    assert checkout_file.is_file()
     code = (
         "import os\nfor path in ['/etc/shadow', '/root/.ssh', '/home', '/var', '/sys/kernel', "
-        f"'/proc/1/environ', {str(secret)!r}, '/work/main/pyproject.toml']:\n"
+        f"'/proc/1/environ', {str(secret)!r}, {str(checkout_file)!r}]:\n"
         "    try:\n        print(path, 'READ', open(path).read()[:20])\n"
         "    except OSError as e:\n        print(path, type(e).__name__)\n"
         "print(sorted(p for p in os.listdir('/proc') if p.isdigit()))"

@@ -59,6 +59,7 @@ def test_het_job_client_reaches_server_through_reference(kit, slurm, user_repo, 
         textwrap.dedent("""
         import sys
         from pipeline_kit.cluster import load_cluster_config
+        from pipeline_kit.launch import run_pipeline
         from pipeline_kit.pipeline import AUTO_PORT, Command, CommandGroup, HardwareConfig, Job, Pipeline
 
         from probe import probe_command
@@ -72,7 +73,7 @@ def test_het_job_client_reaches_server_through_reference(kit, slurm, user_repo, 
             # each component keeps its own partition (nemo-run alone would give both the first one's)
             job = Job("het", groups=[CommandGroup([server], HardwareConfig(num_gpus=2), name="srv"),
                                      CommandGroup([client], HardwareConfig(partition="cpu"), name="cli")])
-            result = Pipeline("het", cluster, [job]).run(wait=True)
+            result = run_pipeline(Pipeline("het", cluster, [job]), wait=True)
             print("STATES", result.states)
             sys.exit(0 if result.ok else 1)
     """)
@@ -95,12 +96,69 @@ def test_het_job_client_reaches_server_through_reference(kit, slurm, user_repo, 
     assert "client partition=cpu" in logs
 
 
-def test_afterok_chain_cancels_dependents_of_a_failure(kit, slurm):
-    res = kit("run_cmd", *slurm, "--expname=chain", "--dependent_jobs=2", "--command=exit 3", "--wait")
+def test_afterany_chain_runs_dependents_of_a_failure(kit, slurm, tmp_path):
+    ran = tmp_path / "ran"
+    res = kit(
+        "run_cmd", *slurm, "--expname=chain", "--dependent_jobs=2", f"--command=echo x >> {ran}; exit 3", "--wait"
+    )
     assert res.returncode == 1
     states = wait_states(kit, slurm, "chain")
     # afterany (the default) runs every copy after the previous one ends, failed or not
     assert states == {"chain": "FAILED", "chain-dep1": "FAILED", "chain-dep2": "FAILED"}, states
+    assert ran.read_text() == "x\n" * 3
+
+
+def test_afterok_chain_cancels_dependents_of_a_failure(kit, configs, tmp_path):
+    need("SLURM_CONF", "the local Slurm cluster")
+    d = configs("slurm_ok", "executor: slurm\njob_dir: JOB_DIR\naccount: root\ndependency_type: afterok\n")
+    args = ["--cluster=slurm_ok", f"--config_dir={d}"]
+    ran = tmp_path / "ran"
+    command = f"--command=echo $SLURM_JOB_ID >> {ran}; exit 3"
+    res = kit("run_cmd", *args, "--expname=okfail", "--dependent_jobs=2", command, "--wait", timeout=120)
+    assert res.returncode == 1, res.stdout + res.stderr
+    ids = dict(re.findall(r"job (\S+) \w+ \(slurm job (\d+)\)", res.stdout))
+    for dep in ("okfail-dep1", "okfail-dep2"):
+        dependency = subprocess.run(["scontrol", "show", "job", ids[dep]], capture_output=True, text=True).stdout
+        assert "afterok:" in dependency and "DependencyNeverSatisfied" in dependency, dependency
+    # afterok: a failed parent cancels its dependents, and they never run
+    assert status_lines(kit, args, "okfail") == {
+        "okfail": "FAILED",
+        "okfail-dep1": "CANCELLED",
+        "okfail-dep2": "CANCELLED",
+    }
+    assert ran.read_text() == f"{ids['okfail']}\n"  # only the parent ran
+    logs = kit("logs", *args, "okfail").stdout
+    assert "== job okfail-dep1: 0 log(s)" in logs and "== job okfail-dep2: 0 log(s)" in logs, logs
+
+
+def test_afterok_array_dependent_of_a_failure_is_cancelled_and_wait_ends(kit, configs, tmp_path):
+    """A pending array cancelled as a whole is one sacct row, `ID_[0-3] CANCELLED`: --wait ends on it."""
+    need("SLURM_CONF", "the local Slurm cluster")
+    d = configs("slurm_ok", "executor: slurm\njob_dir: JOB_DIR\naccount: root\ndependency_type: afterok\n")
+    args = ["--cluster=slurm_ok", f"--config_dir={d}"]
+    ran = tmp_path / "ran"
+    assert kit("run_cmd", *args, "--expname=parent", "--command=sleep 2; false").returncode == 0
+    start = time.monotonic()
+    try:
+        res = kit(
+            "run_cmd",
+            *args,
+            "--expname=child",
+            "--array_size=4",
+            "--run_after=parent",
+            "--wait",
+            f"--command=echo $KIT_UNIT >> {ran}",
+            timeout=90,
+        )
+    except subprocess.TimeoutExpired:
+        pytest.fail("kit run_cmd --wait did not return within 90 s of its afterok parent failing")
+    took = time.monotonic() - start
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert "job child CANCELLED" in res.stdout, res.stdout
+    assert status_lines(kit, args, "parent") == {"parent": "FAILED"}
+    assert status_lines(kit, args, "child") == {"child": "CANCELLED"}
+    assert not ran.exists()  # no unit ran
+    assert took < 60, took
 
 
 def test_dependent_jobs_afterok(kit, slurm, configs):

@@ -31,11 +31,11 @@ class Service:
     name: str  # the service's Command name, which names its log: server
     path: str = ""  # appended to http://host:port in the address shown: /v1
 
-    def run(self, flags, foreground: ForegroundFlags, cluster, group, port: int) -> int:
-        """`group` (the service) as a one-job pipeline with the shared job flags: printed on --dry_run, else kept
-        in the foreground until it ends or Ctrl-C. Returns the exit code."""
+    def run(self, flags, foreground: ForegroundFlags, cluster, expname: str, jobs: list, port: int) -> int:
+        """The service's job (from its builder) as a pipeline: printed on --dry_run, else kept in the foreground
+        until it ends or Ctrl-C. Returns the exit code."""
         from pipeline_kit.errors import UserError
-        from pipeline_kit.pipeline import Job
+        from pipeline_kit.launch import run_pipeline
 
         create_tunnel, ready_timeout = foreground.create_tunnel, foreground.ready_timeout
         if create_tunnel and cluster.ssh_tunnel is None:
@@ -45,11 +45,9 @@ class Service:
         # Ctrl-C stops the service even when kit was started with SIGINT ignored (a background job of a script
         # inherits that, and Python then installs no KeyboardInterrupt handler)
         signal.signal(signal.SIGINT, signal.default_int_handler)
-        flags.apply_to(group)
-        expname = flags.expname or self.name
-        pipeline = flags.pipeline(cluster, expname, [Job(expname, [group], run_after=list(flags.run_after or []))])
+        pipeline = flags.pipeline(cluster, expname, jobs)
         if flags.dry_run:
-            typer.echo(pipeline.run(dry_run=True).dry_run_text, nl=False)
+            typer.echo(run_pipeline(pipeline, dry_run=True).dry_run_text, nl=False)
             return 0
         if cluster.executor == "slurm":
             return foreground_on_slurm(self, pipeline, expname, port, create_tunnel, ready_timeout)
@@ -75,7 +73,9 @@ def foreground_here(service: Service, pipeline, expname: str, port: int, ready_t
     typer.echo(f"kit {service.command}: {expname} serves at {url} (Ctrl-C stops it)", err=True)
     stop = threading.Event()
     threading.Thread(target=_announce_when_ready, args=(service, url, ready_timeout, None, stop), daemon=True).start()
-    result = pipeline.run(wait=True)
+    from pipeline_kit.launch import run_pipeline
+
+    result = run_pipeline(pipeline, wait=True)
     stop.set()
     states = set(result.states.values())
     typer.echo(f"kit {service.command}: the {service.name} ended ({', '.join(sorted(states)) or 'no state'})", err=True)
@@ -87,15 +87,15 @@ def foreground_on_slurm(
 ) -> int:
     """Slurm: submit, wait for the node, print the address (tunnelled here with --create_tunnel), then stay until
     the job ends; Ctrl-C cancels it."""
+    from pipeline_kit.launch import run_pipeline
     from pipeline_kit.launch.monitor import cancel_experiment, slurm_rows
-    from pipeline_kit.launch.records import load_latest
     from pipeline_kit.launch.remote import remote_run, ssh_argv
     from pipeline_kit.pipeline.render import free_port
 
     cluster = pipeline.cluster
-    result = pipeline.run()
+    result = run_pipeline(pipeline)
     job_id = result.slurm_ids[expname][0]
-    record = load_latest(cluster, expname)
+    record = result.record
     log = f"{record.log_dir}/{expname}/{service.name}.log"
     typer.echo(f"kit {service.command}: submitted slurm job {job_id}; log {log}", err=True)
     tunnel = None

@@ -1,12 +1,11 @@
 """The flags every job command shares, declared once. `@job_command` adds them to a command's signature and
-hands the command one `JobFlags`; `submit` turns a command's groups into a Pipeline and runs it."""
+hands the command one `JobFlags`; `run_jobs` runs the jobs a builder made from them as one Pipeline."""
 
 import functools
 import inspect
 import json
 import os
-import sys
-from dataclasses import dataclass, field, fields, is_dataclass
+from dataclasses import dataclass, fields, is_dataclass
 from typing import Annotated, get_type_hints
 
 import typer
@@ -47,6 +46,10 @@ class JobFlags:
     wait: Annotated[bool, typer.Option("--wait", help="On Slurm, block until the jobs end; fail if any failed.")] = (
         False
     )
+    wait_timeout: Annotated[
+        float | None,
+        typer.Option("--wait_timeout", help="With --wait, stop waiting after N seconds (the jobs keep running)."),
+    ] = None
     sbatch_kwargs: Annotated[
         str | None,
         typer.Option("--sbatch_kwargs", help='Extra sbatch arguments as JSON, e.g. \'{"qos": "high"}\'.'),
@@ -69,11 +72,18 @@ class JobFlags:
             raise UserError('--sbatch_kwargs must be a JSON object, e.g. \'{"qos": "high"}\'.')
         return {str(k): str(v) for k, v in value.items()}
 
-    def apply_to(self, group) -> None:
-        """The flags' Slurm settings on a CommandGroup, where the group does not set its own."""
-        group.hardware.partition = group.hardware.partition or self.partition
-        group.hardware.time_min = group.hardware.time_min or self.time_min
-        group.hardware.sbatch_kwargs = {**self.sbatch_dict(), **group.hardware.sbatch_kwargs}
+    def options(self, default_name: str):
+        """The JobOptions every job builder takes."""
+        from pipeline_kit.jobs import JobOptions
+
+        return JobOptions(
+            self.expname or default_name,
+            partition=self.partition,
+            time_min=self.time_min,
+            sbatch_kwargs=self.sbatch_dict(),
+            run_after=list(self.run_after or []),
+            dependent_jobs=self.dependent_jobs,
+        )
 
     def pipeline(self, cluster, expname: str, jobs: list):
         from pipeline_kit.pipeline import Pipeline
@@ -171,61 +181,18 @@ def port_or_auto(flag: str, port: int | None):
     return AUTO_PORT if port is None else port
 
 
-def job_python(cluster) -> str:
-    """The interpreter a job's kit-side commands default to: this one on none (the job runs here), else the
-    image's or node's `python3` (each command lets an env var override it)."""
-    return sys.executable if cluster.executor == "none" else "python3"
-
-
 def cluster_from(cluster: str | None, config_dir: str | None):
     from pipeline_kit.cluster import load_cluster_config
 
     return load_cluster_config(cluster, config_dir)
 
 
-@dataclass
-class JobPlan:
-    """One job of a command's plan: its name suffix ('' for the experiment's name), groups and Job options."""
+def run_jobs(flags: JobFlags, cluster, expname: str, jobs: list) -> int:
+    """Run the jobs a builder made as one pipeline and report; returns the exit code."""
+    from pipeline_kit.launch import run_pipeline
 
-    suffix: str
-    groups: list
-    options: dict = field(default_factory=dict)
-
-
-def submit(flags: JobFlags, default_name: str, plan_factory) -> int:
-    """Build the pipeline (each planned job, plus --dependent_jobs copies of each), run it and report.
-    `plan_factory(cluster, copy)` returns fresh JobPlans for copy 0, 1, ... of the chain. Returns the exit code."""
-    from pipeline_kit.pipeline import Job
-
-    cluster = cluster_from(flags.cluster, flags.config_dir)
-    expname = flags.expname or default_name
-    flags.sbatch_dict()  # fail on bad JSON before anything is built
-    if flags.dependent_jobs < 0:
-        raise UserError(f"--dependent_jobs must be 0 or more, got {flags.dependent_jobs}.")
-    jobs: list[Job] = []
-    previous: dict[str, Job] = {}
-    for i in range(flags.dependent_jobs + 1):
-        for plan in plan_factory(cluster, i):
-            for g in plan.groups:
-                flags.apply_to(g)
-            name = "-".join(filter(None, [expname, plan.suffix, f"dep{i}" if i else ""]))
-            job = Job(
-                name=name,
-                groups=plan.groups,
-                after=[previous[plan.suffix]] if plan.suffix in previous else [],
-                run_after=list(flags.run_after or []),
-                **plan.options,
-            )
-            previous[plan.suffix] = job
-            jobs.append(job)
-    if not jobs:
-        typer.echo(f"{expname}: nothing to run")
-        return 0
-    return run_pipeline(flags, cluster, expname, jobs)
-
-
-def run_pipeline(flags: JobFlags, cluster, expname: str, jobs: list) -> int:
-    result = flags.pipeline(cluster, expname, jobs).run(dry_run=flags.dry_run, wait=flags.wait)
+    pipeline = flags.pipeline(cluster, expname, jobs)
+    result = run_pipeline(pipeline, dry_run=flags.dry_run, wait=flags.wait, wait_timeout=flags.wait_timeout)
     if flags.dry_run:
         typer.echo(result.dry_run_text, nl=False)
         return 0
@@ -239,10 +206,8 @@ def run_pipeline(flags: JobFlags, cluster, expname: str, jobs: list) -> int:
         return 0
     if cluster.executor != "slurm":
         from pipeline_kit.launch.monitor import log_files, tail
-        from pipeline_kit.launch.records import load_latest
 
-        record = load_latest(cluster, expname)
-        for paths in log_files(cluster, record).values():
+        for paths in log_files(cluster, result.record).values():
             for path in paths[:4]:
                 typer.echo(f"--- {path} (last lines)")
                 typer.echo(tail(cluster, path, 10), nl=False)

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from pipeline_kit.cli.job_flags import job_python, port_or_auto
+from pipeline_kit.cli.job_flags import port_or_auto
 
 
 @dataclass
@@ -22,23 +22,10 @@ class SandboxOptions:
         str | None, typer.Option("--sandbox_container", help="Container key for the sandbox (default: 'sandbox').")
     ] = None
 
-    def command(self, cluster, port):
-        """The sandbox's service Command for a job on `cluster`."""
-        from pipeline_kit.sandbox.component import SANDBOX_NAME, sandbox_command
+    def spec(self, port):
+        from pipeline_kit.sandbox.component import SandboxSpec
 
-        if self.sandbox_container:
-            cluster.container(self.sandbox_container)  # fails with the known keys when it is missing
-        container = self.sandbox_container or (SANDBOX_NAME if SANDBOX_NAME in cluster.containers else None)
-        host = "127.0.0.1" if cluster.executor == "none" else "0.0.0.0"  # elsewhere clients are on other nodes
-        return sandbox_command(job_python(cluster), host, port, self.sandbox_args, container)
-
-    def group(self, cluster, port):
-        """Its own CommandGroup: on Slurm a het component in the CPU partition."""
-        from pipeline_kit.pipeline import HardwareConfig
-        from pipeline_kit.sandbox.component import sandbox_group
-
-        hardware = HardwareConfig(partition=cluster.cpu_partition) if cluster.executor == "slurm" else None
-        return sandbox_group(self.command(cluster, port), hardware)
+        return SandboxSpec(self.sandbox_args, self.sandbox_container, port)
 
 
 @dataclass
@@ -55,3 +42,7 @@ class SandboxFlags(SandboxOptions):
 
     def port(self):
         return port_or_auto("--sandbox_port", self.sandbox_port)
+
+    def job_spec(self):
+        """The job's SandboxSpec, or None without --with_sandbox."""
+        return self.spec(self.port()) if self.with_sandbox else None

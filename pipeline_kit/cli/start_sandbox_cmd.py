@@ -22,10 +22,13 @@ def register(app: typer.Typer) -> None:
         foreground: ForegroundFlags,
         port: Annotated[int | None, typer.Option("--port", help="Port to serve on (default: a free one).")] = None,
     ) -> int:
+        from pipeline_kit.jobs import sandbox_jobs
         from pipeline_kit.pipeline import AUTO_PORT
         from pipeline_kit.pipeline.render import free_port
 
         port = port_or_auto("--port", port)
         cluster = cluster_from(flags.cluster, flags.config_dir)
         port = free_port() if port == AUTO_PORT else port
-        raise typer.Exit(SANDBOX.run(flags, foreground, cluster, sandbox.group(cluster, port), port))
+        options = flags.options(SANDBOX.name)
+        jobs = sandbox_jobs(cluster, sandbox.spec(port), port, options)
+        raise typer.Exit(SANDBOX.run(flags, foreground, cluster, options.expname, jobs, port))

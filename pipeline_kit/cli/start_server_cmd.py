@@ -8,7 +8,6 @@ import typer
 from pipeline_kit.cli.foreground import ForegroundFlags, Service
 from pipeline_kit.cli.job_flags import JobFlags, cluster_from, job_command
 from pipeline_kit.cli.server_flags import ServerFlags
-from pipeline_kit.errors import UserError
 
 SERVER = Service("start_server", "server", "/v1")
 
@@ -20,13 +19,11 @@ def register(app: typer.Typer) -> None:
         server: ServerFlags,
         foreground: ForegroundFlags,
     ) -> int:
+        from pipeline_kit.jobs import server_jobs
         from pipeline_kit.pipeline.render import free_port
-        from pipeline_kit.servers.component import server_container, server_group
 
-        if not server.starts_server():
-            raise UserError(f"--server_type={server.server_type} with --server_address: there is nothing to start.")
         cluster = cluster_from(flags.cluster, flags.config_dir)
-        spec = server.spec()
         port = server.port() if server.server_port is not None else free_port()
-        group = server_group(spec, server_container(spec, cluster, server.server_container), port)
-        raise typer.Exit(SERVER.run(flags, foreground, cluster, group, port))
+        options = flags.options(SERVER.name)
+        jobs = server_jobs(cluster, server.spec(), port, options, server.server_container)
+        raise typer.Exit(SERVER.run(flags, foreground, cluster, options.expname, jobs, port))

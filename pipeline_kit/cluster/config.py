@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,7 @@ class ClusterConfig:
     default_timeout: str | None = None
     job_name_prefix: str = ""
     dependency_type: str = "afterany"
+    max_array_size: int | None = None  # Slurm's MaxArraySize; None: asked from `scontrol show config`
 
     @property
     def name(self) -> str:
@@ -55,6 +57,12 @@ class ClusterConfig:
                 f"{self.source}: container '{key}' is not under 'containers' (known: {known}); add it there."
             )
         return self.containers[key]
+
+    @property
+    def kit_python(self) -> str:
+        """The interpreter a job's kit-side commands default to: this one on none (the job runs here), else the
+        image's or node's `python3` (each command lets an env var override it)."""
+        return sys.executable if self.executor == "none" else "python3"
 
     def timeout_for(self, partition: str | None) -> str | None:
         """The time limit of a partition: its `timeouts` entry, else `default_timeout`."""
@@ -122,7 +130,14 @@ def build_cluster_config(raw: Any, source: str, env: dict[str, str] | None = Non
         default_timeout=data.get("default_timeout"),
         job_name_prefix=data.get("job_name_prefix", ""),
         dependency_type=data.get("dependency_type", "afterany"),
+        max_array_size=_positive(data.get("max_array_size"), source, "max_array_size"),
     )
+
+
+def _positive(value: int | None, source: str, key: str) -> int | None:
+    if value is not None and value < 1:
+        raise UserError(f"{source}: key '{key}' is {value}; give a positive number.")
+    return value
 
 
 def _absolute_dir(path: str, source: str, key: str) -> str:

@@ -8,8 +8,9 @@ from pathlib import Path
 
 from pipeline_kit.cluster.config import ClusterConfig, build_cluster_config
 from pipeline_kit.errors import UserError
+from pipeline_kit.resources import resource_dir
 
-PACKAGE_CONFIGS = Path(__file__).resolve().parent.parent / "cluster_configs"
+PACKAGE_CONFIGS = resource_dir("cluster_configs")
 DEFAULT_CLUSTER = "none"
 
 

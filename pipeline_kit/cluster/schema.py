@@ -47,6 +47,7 @@ CLUSTER_KEYS = (
     Key("default_timeout", "str"),
     Key("job_name_prefix", "str"),
     Key("dependency_type", "str", choices=DEPENDENCY_TYPES),
+    Key("max_array_size", "int"),
 )
 
 _TYPE_WORDS = {

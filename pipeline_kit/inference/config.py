@@ -16,6 +16,7 @@ MISSING = "???"  # omegaconf's marker for a required value
 class ServerConfig:
     base_url: str = MISSING  # the OpenAI-compatible root, e.g. http://127.0.0.1:8000/v1
     model: str = MISSING  # the name the server serves the model under
+    server_type: str | None = None  # vllm, sglang, ... (set by kit generate; part of the .done key)
     api_key_env: str | None = None  # env var holding the API key (external endpoints)
     endpoint: str = "chat"  # chat | text (text applies the chat template here, on the client)
     chat_template: str | None = None  # model folder or .jinja file for endpoint=text [default: model]

@@ -5,6 +5,7 @@ Skips finished work (.done), resumes from the in-progress file, writes the final
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import subprocess
 import sys
@@ -29,7 +30,9 @@ def api_key(cfg: GenerateConfig) -> str | None:
     return os.environ.get(name) if name else None
 
 
-async def generate_unit(cfg: GenerateConfig, rows: list[tuple[int, dict]], all_messages, key: str | None) -> None:
+async def generate_unit(
+    cfg: GenerateConfig, rows: list[tuple[int, dict]], all_messages, key: str | None, done_key: dict[str, object]
+) -> None:
     from pipeline_kit.inference.client import GenerationClient
     from pipeline_kit.inference.progress import Progress
 
@@ -72,41 +75,57 @@ async def generate_unit(cfg: GenerateConfig, rows: list[tuple[int, dict]], all_m
                 await client.close()
                 if code_runner is not None:
                     await code_runner.close()
-        progress_file.finish(cfg.output_file, len(rows))
+        progress_file.finish(cfg.output_file, len(rows), done_key)
     finally:
         progress_file.close()
 
 
 def run(cfg: GenerateConfig) -> None:
+    from pipeline_kit.inference import done_key
+
     out = Path(cfg.output_file)
     merged = unit_files.merged_file(out, cfg.chunk_id) if cfg.num_chunks is not None else None
+    key = done_key.key_fields(cfg, _input_digest(cfg.input_file))
+    rerun_hint = "++rerun_done=true (kit generate --rerun_done)"
     if cfg.rerun_done:
         # a rerun chunk of a merged file: the other chunks are cut back out of it, and all are merged again
-        if merged is not None:
-            unit_files.split_merged(merged, cfg.num_chunks)
+        if merged is not None and unit_files.done_marker(merged).exists():
+            # the other chunks keep the key of what made them (an old .done without one: this run's)
+            made_by = done_key.recorded_key(merged) or done_key.merged_fields(key)
+            unit_files.split_merged(merged, cfg.num_chunks, made_by)
         for p in [unit_files.done_marker(out), unit_files.in_progress_file(out)]:
             p.unlink(missing_ok=True)
     elif merged is not None and unit_files.done_marker(merged).exists():
+        done_key.check_done(merged, done_key.merged_fields(key), rerun_hint)
         say(f"{merged} is done; skipping chunk {cfg.chunk_id} (pass ++rerun_done=true to redo it)")
         return
     if not cfg.rerun_done and unit_files.done_marker(out).exists():
+        done_key.check_done(out, key, rerun_hint)
         say(f"{out} is done; skipping (pass ++rerun_done=true to redo it)")
     else:
         check_code_settings(cfg)
         prompt = load_prompt_config(cfg.prompt_config)
         rows = unit_files.read_input(cfg.input_file, cfg.chunk_id, cfg.num_chunks)
         all_messages = [prompt.messages(record, line_no) for line_no, record in rows]  # fail before any request
-        asyncio.run(generate_unit(cfg, rows, all_messages, api_key(cfg)))
+        asyncio.run(generate_unit(cfg, rows, all_messages, api_key(cfg), key))
         say(f"wrote {out}")
     final = out
     if merged is not None:
-        if not unit_files.merge_chunks(merged, cfg.num_chunks):
+        if not unit_files.merge_chunks(merged, cfg.num_chunks, done_key.merged_fields(key)):
             return
         say(f"merged {cfg.num_chunks} chunks into {merged}")
         final = merged
     if cfg.postprocess_cmd:
         say(f"postprocess: {cfg.postprocess_cmd}")
         subprocess.run(cfg.postprocess_cmd, shell=True, check=True, env={**os.environ, "KIT_OUTPUT_FILE": str(final)})
+
+
+@functools.cache
+def _input_digest(path: str) -> str:
+    """The input's content hash, once per process (every unit of a plan reads the same file)."""
+    from pipeline_kit.inference.done_key import file_digest
+
+    return file_digest(path, "++input_file=")
 
 
 def main(argv: list[str] | None = None) -> int:

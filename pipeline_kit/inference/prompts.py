@@ -10,8 +10,9 @@ from pathlib import Path
 import yaml
 
 from pipeline_kit.errors import UserError
+from pipeline_kit.resources import resource_dir
 
-PROMPTS_DIR = Path(__file__).resolve().parent.parent / "prompts"
+PROMPTS_DIR = resource_dir("prompts")
 KEYS = {"system", "user", "few_shot_template", "few_shot_examples"}
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import time
 import uuid
 from dataclasses import dataclass, fields
@@ -54,12 +55,18 @@ class CodeTags:
         return self.code_output_begin + output + self.code_output_end
 
 
-def load_code_tags(name: str) -> CodeTags:
-    """A shipped tag set (`qwen`, `tool_call`) or a YAML file with the CodeTags keys."""
+def code_tags_path(name: str) -> Path:
+    """The file of a shipped tag set (`qwen`, `tool_call`) or of the user's YAML."""
     path = Path(name) if name.endswith((".yaml", ".yml")) else CODE_TAGS_DIR / f"{name}.yaml"
     if not path.is_file():
         shipped = ", ".join(sorted(p.stem for p in CODE_TAGS_DIR.glob("*.yaml")))
         raise UserError(f"++code_tags={name}: no such tag set (shipped: {shipped}) nor YAML file.")
+    return path
+
+
+def load_code_tags(name: str) -> CodeTags:
+    """A shipped tag set (`qwen`, `tool_call`) or a YAML file with the CodeTags keys."""
+    path = code_tags_path(name)
     try:
         data = yaml.safe_load(path.read_text())
     except yaml.YAMLError as e:
@@ -191,9 +198,17 @@ async def wait_for_sandbox(address: str, timeout: float) -> float:
         return await asyncio.to_thread(wait_until_ready, address, timeout)
     except ServerError:
         raise ServerError(
-            f"the sandbox at {address} was not ready after {timeout:g} s; see its log "
-            "($KIT_LOG_DIR/sandbox.log in a --with_sandbox job), or raise ++sandbox_ready_timeout"
+            f"the sandbox at {address} was not ready after {timeout:g} s; see its log ({sandbox_log_hint()}), "
+            "or raise ++sandbox_ready_timeout"
         ) from None
+
+
+def sandbox_log_hint() -> str:
+    """Where a --with_sandbox job's sandbox logs: beside this command's log, in the job's own log folder."""
+    log_dir = os.environ.get("KIT_LOG_DIR")
+    if log_dir:
+        return f"{log_dir}/{os.environ.get('KIT_LOG_PREFIX', '')}sandbox.log"
+    return "<log dir>/<job>/sandbox.log in a --with_sandbox job"
 
 
 def check_code_settings(cfg: GenerateConfig) -> None:

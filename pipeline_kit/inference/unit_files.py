@@ -19,6 +19,11 @@ def done_marker(path: str | Path) -> Path:
     return Path(f"{path}.done")
 
 
+def write_done(output: str | Path, key: dict[str, object]) -> None:
+    """Mark `output` finished, recording the key of what made it (see done_key)."""
+    write_atomic(done_marker(output), json.dumps({"key": key}, sort_keys=True, default=str) + "\n")
+
+
 def in_progress_file(path: str | Path) -> Path:
     return Path(f"{path}.in-progress")
 
@@ -86,15 +91,15 @@ class InProgress:
         os.write(self._fd, (json.dumps(sample, ensure_ascii=False) + "\n").encode())  # one write: O_APPEND
         self.samples[position] = sample
 
-    def finish(self, final: str | Path, count: int) -> None:
-        """Write the final file in input order, then its .done marker, then drop the in-progress file."""
+    def finish(self, final: str | Path, count: int, key: dict[str, object]) -> None:
+        """Write the final file in input order, then its .done marker (with `key`), then drop the in-progress file."""
         self.close()
         ordered = [self.samples[i] for i in range(count)]
         text = "".join(
             json.dumps({k: v for k, v in s.items() if k != POSITION_KEY}, ensure_ascii=False) + "\n" for s in ordered
         )
         write_atomic(Path(final), text)
-        write_atomic(done_marker(final), "")
+        write_done(final, key)
         self.path.unlink(missing_ok=True)
 
     def close(self) -> None:
@@ -103,8 +108,9 @@ class InProgress:
             self._fd = -1
 
 
-def merge_chunks(final: Path, num_chunks: int) -> bool:
-    """Concatenate every chunk file into `final` once all are done. Returns True for the one caller that merged."""
+def merge_chunks(final: Path, num_chunks: int, key: dict[str, object]) -> bool:
+    """Concatenate every chunk file into `final` once all are done (its .done gets `key`, the chunks' key less the
+    chunk id). Returns True for the one caller that merged."""
     lock_path = Path(f"{final}.lock")
     with open(lock_path, "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -113,8 +119,11 @@ def merge_chunks(final: Path, num_chunks: int) -> bool:
         chunks = [chunk_file(final, k) for k in range(num_chunks)]
         if not all(done_marker(c).exists() for c in chunks):
             return False
+        from pipeline_kit.inference.done_key import check_chunk_keys
+
+        check_chunk_keys(chunks, key)
         write_atomic(final, "".join(c.read_text() for c in chunks))
-        write_atomic(done_marker(final), "")
+        write_done(final, key)
         for c in chunks:
             c.unlink(missing_ok=True)
             done_marker(c).unlink(missing_ok=True)
@@ -122,9 +131,9 @@ def merge_chunks(final: Path, num_chunks: int) -> bool:
     return True
 
 
-def split_merged(final: Path, num_chunks: int) -> None:
-    """Undo a merge so that one chunk can be redone: every chunk file (and .done) is cut back out of `final`, with
-    the same contiguous slices as `read_input`, and `final` loses its .done until the chunks are merged again."""
+def split_merged(final: Path, num_chunks: int, key: dict[str, object]) -> None:
+    """Undo a merge so that one chunk can be redone: every chunk file (and .done, with `key` plus its chunk id) is
+    cut back out of `final`, with the same slices as `read_input`; `final` loses its .done until merged again."""
     lock_path = Path(f"{final}.lock")
     with open(lock_path, "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -134,5 +143,5 @@ def split_merged(final: Path, num_chunks: int) -> None:
         size = math.ceil(len(lines) / num_chunks)
         for k in range(num_chunks):
             write_atomic(chunk_file(final, k), "".join(lines[k * size : (k + 1) * size]))
-            write_atomic(done_marker(chunk_file(final, k)), "")
+            write_done(chunk_file(final, k), {**key, "chunk_id": k})
         done_marker(final).unlink()

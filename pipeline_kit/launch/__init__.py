@@ -1,2 +1,6 @@
 """Launching through nemo-run: code packaging, executors for none/local/slurm, experiment records, and the
 status/logs/cancel readers. nemo-run is imported only here, and only when something is rendered or submitted."""
+
+from pipeline_kit.launch.run import RunResult, run_pipeline
+
+__all__ = ["RunResult", "run_pipeline"]

@@ -15,7 +15,6 @@ from pipeline_kit.launch.packaging import CONTAINER_CODE_DIR
 from pipeline_kit.launch.slurm_het import HET_FLAGS_ATTR
 from pipeline_kit.pipeline.model import CommandGroup, Job
 from pipeline_kit.pipeline.render import HET_HOST_VAR
-from pipeline_kit.sandbox.component import SANDBOX_NAME
 
 
 def host_has_gpus() -> bool:
@@ -30,7 +29,16 @@ def docker_executor(
     run: ModuleType, cluster: ClusterConfig, job: Job, code_dir: str, log_dirs: list[str], mount_paths: list[str]
 ):
     """`log_dirs`: this run's log folder, then those of experiments it runs after (their .rc files are read)."""
-    key = job.groups[0].container
+    # a group that names no container runs in the one its job's other groups name
+    keys = list(dict.fromkeys(g.container for g in job.groups if g.container is not None)) or [None]
+    if len(keys) > 1:
+        shown = ", ".join(f"{g.name}: {g.container}" for g in job.groups if g.container is not None)
+        raise UserError(
+            f"job '{job.name}': its groups name different containers ({shown}), but on executor 'local' (Docker) "
+            "a job runs in one container; give every group the same container (e.g. --container and "
+            "--server_container), or run it on Slurm."
+        )
+    key = keys[0]
     if key is None:
         raise UserError(
             f"job '{job.name}' has no container; executor 'local' (Docker) needs --container or a key in "
@@ -38,19 +46,24 @@ def docker_executor(
         )
     image = resolve_image(cluster, key)
     gpus = max(g.num_gpus for g in job.groups)
+    if gpus and not host_has_gpus():
+        raise UserError(
+            f"job '{job.name}' asks for {gpus} GPU(s), but this Docker host has no /dev/nvidia*; run it on a GPU "
+            "host, or ask for 0 GPUs (--num_gpus=0 / --server_gpus=0) to run on the CPU."
+        )
     volumes = [
         *cluster.mounts,
         *mount_paths,
         f"{code_dir}:{CONTAINER_CODE_DIR}",
         *(f"{d}:{d}" for d in dict.fromkeys(log_dirs)),
     ]
-    # the sandbox builds user/network/PID/mount namespaces, which Docker's default seccomp and AppArmor profiles forbid
-    sandboxed = any(c.name == SANDBOX_NAME for c in job.commands)
-    security = {"security_opt": ["seccomp=unconfined", "apparmor=unconfined"]} if sandboxed else {}
+    # a group that builds namespaces (the sandbox) cannot run under Docker's default seccomp and AppArmor profiles
+    unconfined = any(g.needs_namespaces for g in job.groups)
+    security = {"security_opt": ["seccomp=unconfined", "apparmor=unconfined"]} if unconfined else {}
     return run.DockerExecutor(
         container_image=image,
         additional_kwargs=security,
-        num_gpus=gpus if gpus and host_has_gpus() else None,  # GPUs are passed only when the host has them
+        num_gpus=gpus or None,
         env_vars=dict(cluster.env_vars),
         volumes=volumes,
         network="host",
@@ -121,12 +134,14 @@ def slurm_executor(
     log_dir: str,
     mount_paths: list[str],
     external_deps: list[str],
+    array_size: int | None,
 ):
+    """`array_size`: the elements of this Slurm array (a part of the job's units when it was split)."""
     flags = component_flags(cluster, group)
     extra = {k: v for k, v in flags.items() if k not in ("partition", "time")}
     array = None
-    if job.array_size:
-        array = f"0-{job.array_size - 1}" + (f"%{job.array_parallelism}" if job.array_parallelism else "")
+    if array_size:
+        array = f"0-{array_size - 1}" + (f"%{job.array_parallelism}" if job.array_parallelism else "")
     container = cluster.container(group.container) if group.container else None
     if container and container.startswith("dockerfile:"):
         raise UserError(
@@ -146,8 +161,8 @@ def slurm_executor(
     het_hosts = " ".join(f"{HET_HOST_VAR}_{i}" for i in range(len(job.groups)))
     executor = run.SlurmExecutor(
         account=cluster.account or "",
-        partition=flags["partition"],
-        time=flags["time"],
+        partition=flags.get("partition"),
+        time=flags.get("time"),  # None: no --time, so the partition's default limit applies
         nodes=group.num_nodes,
         ntasks_per_node=group.num_tasks,
         # a het component without GPUs must say 0: nemo-run writes None as `--gpus-per-node=None`, which sbatch rejects
@@ -177,10 +192,14 @@ def slurm_executor(
 
 
 def component_flags(cluster: ClusterConfig, group: CommandGroup) -> dict:
-    """The sbatch flags that belong to one group (a het component): partition, time, --exclusive, extra args."""
+    """The sbatch flags that belong to one group (a het component): partition, time, --exclusive, extra args.
+    With no --time_min and no timeout in the cluster config, no --time is written: the partition's default applies."""
     hw = group.hardware
     partition = hw.partition or cluster.partition
-    flags = {"partition": partition, "time": hw.time_min or cluster.timeout_for(partition) or "00:10:00"}
+    flags = {"partition": partition} if partition else {}
+    time_limit = hw.time_min or cluster.timeout_for(partition)
+    if time_limit:
+        flags["time"] = time_limit
     flags["kill-on-invalid-dep"] = "yes"  # an afterok dependent of a failed job is cancelled instead of hanging
     if hw.exclusive:
         flags["exclusive"] = True

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,7 +15,8 @@ from pipeline_kit.launch.records import ExperimentRecord, JobRecord
 from pipeline_kit.launch.remote import remote_run
 from pipeline_kit.pipeline.render import CANCELLED_RC
 
-FINAL = ("SUCCEEDED", "FAILED", "CANCELLED")
+FINAL = ("SUCCEEDED", "FAILED", "CANCELLED", "LOST")  # LOST: the scheduler no longer knows the job (see wait)
+LOST_AFTER_S = 60.0
 _SLURM = {
     "COMPLETED": "SUCCEEDED",
     "RUNNING": "RUNNING",
@@ -65,7 +67,8 @@ def combine(states: list[str]) -> str:
 
 
 def slurm_rows(cluster: ClusterConfig, ids: list[str]) -> dict[str, str]:
-    """sacct JobID → kit state, for every allocation of the given jobs (array elements `ID_N`, het `ID+N`)."""
+    """sacct JobID → kit state, for every allocation of the given jobs (array elements `ID_N`, pending or
+    cancelled-while-pending array ranges `ID_[0-7%2]`, het components `ID+N`)."""
     if not ids:
         return {}
     cmd = f"sacct -n -P -X -j {','.join(ids)} -o JobID,State"
@@ -78,23 +81,67 @@ def slurm_rows(cluster: ClusterConfig, ids: list[str]) -> dict[str, str]:
     return rows
 
 
+def array_units(spec: str) -> list[int] | None:
+    """The unit indices of an array row's task part: `5` → [5]; `[0-7]`, `[2-5,7]`, `[0-7%2]` → every index in
+    the brackets (the `%N` throttle is not a unit). None when `spec` is not an array task part."""
+    if spec.isdigit():
+        return [int(spec)]
+    if not (spec.startswith("[") and spec.endswith("]")):
+        return None
+    units: list[int] = []
+    for part in spec[1:-1].split("%", 1)[0].split(","):
+        first, _, last = part.partition("-")
+        if not first.isdigit() or (last and not last.isdigit()):
+            return None
+        units.extend(range(int(first), int(last or first) + 1))
+    return units
+
+
+def _unit_offsets(job: JobRecord) -> list[int]:
+    """Per slurm id of an array job, the index of its first unit: an array larger than MaxArraySize is split into
+    several Slurm arrays, each over a consecutive range of units (a record without offsets has one id, from 0)."""
+    if len(job.unit_offsets) == len(job.slurm_ids):
+        return list(job.unit_offsets)
+    return [0] * len(job.slurm_ids)
+
+
+def _rows_of(base: str, rows: dict[str, str]) -> dict[str, str]:
+    """The rows of one slurm id, keyed by what follows it: '' (the job), '_<task part>' or '+<component>'."""
+    return {k[len(base) :]: v for k, v in rows.items() if k == base or k.startswith((f"{base}_", f"{base}+"))}
+
+
 def _slurm_status(cluster: ClusterConfig, job: JobRecord, rows: dict[str, str]) -> JobStatus:
-    base = job.slurm_ids[0] if job.slurm_ids else None
-    mine = {k: v for k, v in rows.items() if base and (k == base or k.startswith((f"{base}_", f"{base}+")))}
+    """One state for a job from the sacct rows of all its slurm ids."""
     if job.array_size:
-        failed = {}
-        for k, v in mine.items():
-            unit = k.split("_", 1)[1] if "_" in k else ""
-            if unit.isdigit() and v in ("FAILED", "CANCELLED"):
-                failed[int(unit)] = v
-        states = list(mine.values())
-        seen = sum(1 for k in mine if k.partition("_")[2].isdigit())
-        if seen < job.array_size and "PENDING" not in states:
-            states.append("RUNNING")  # accounting lags behind: units not listed yet are still to come
+        own: dict[int, str] = {}  # units with a row of their own (`ID_5`): they started
+        ranged: dict[int, str] = {}  # units of a bracket row (`ID_[0-7%2]`): not started yet, or never will
+        # a row without a task part: sacct shows it for a moment, pending or already ended (`ID COMPLETED` before
+        # the rows of the units, one of which may have failed), so it never decides the job
+        other: list[str] = []
+        for base, offset in zip(job.slurm_ids, _unit_offsets(job), strict=True):
+            for rest, state in _rows_of(base, rows).items():
+                indices = array_units(rest[1:]) if rest.startswith("_") else None
+                if indices is None:
+                    other.append(state)
+                    continue
+                target = own if rest[1:].isdigit() else ranged
+                for i in indices:
+                    target[offset + i] = state
+        units = {**ranged, **own}  # an element's own row wins over a range that still lists it
+        states = list(units.values())
+        if len(units) < job.array_size:  # accounting lags behind: units not listed yet are still to come
+            states.append("PENDING" if not units and all(v == "PENDING" for v in other) else "RUNNING")
+        # the units that ran and did not succeed (a bracket row's units never started: CANCELLED there is not listed)
+        failed = {i: v for i, v in units.items() if v == "FAILED" or (v == "CANCELLED" and i in own)}
         return JobStatus(job.name, combine(states), failed)
-    if f"{base}+0" in mine:  # het job: the batch script (and so the job's outcome) lives in component 0
-        return JobStatus(job.name, mine[f"{base}+0"])
-    return JobStatus(job.name, combine(list(mine.values())))
+    states: list[str] = []
+    for base in job.slurm_ids:
+        mine = _rows_of(base, rows)
+        if "+0" in mine:  # het job: the batch script (and so the job's outcome) lives in component 0
+            states.append(mine["+0"])
+        else:
+            states.extend(mine.values())
+    return JobStatus(job.name, combine(states))
 
 
 def local_outcome(record: ExperimentRecord, job: JobRecord) -> str | None:
@@ -148,10 +195,69 @@ def _nemo_run_states(cluster: ClusterConfig, record: ExperimentRecord) -> dict[s
     return {task: app_state_name(info.get("status")) for task, info in statuses.items()}
 
 
-def wait_for_states(cluster: ClusterConfig, record: ExperimentRecord, poll_s: float = 1.0) -> dict[str, str]:
+def squeue_known(cluster: ClusterConfig, ids: list[str]) -> set[str]:
+    """The ids among `ids` that squeue still lists, in any state (it forgets a job MinJobAge after its end)."""
+    if not ids:
+        return set()
+    out = remote_run(cluster, f"squeue -h -t all -j {','.join(ids)} -o %i", check=False).stdout
+    listed = {line.split("_", 1)[0].split("+", 1)[0] for line in out.split()}
+    return listed & set(ids)
+
+
+def wait_for_states(
+    cluster: ClusterConfig,
+    record: ExperimentRecord,
+    poll_s: float = 1.0,
+    timeout_s: float | None = None,
+    lost_after_s: float = LOST_AFTER_S,
+) -> dict[str, str]:
+    """Poll until every job has a final state; returns job name → state.
+
+    On Slurm a job that neither sacct nor squeue has known for `lost_after_s` (since it was last seen, or since
+    the wait began) is LOST: it is not waited for any longer, and one line on stderr says so. After `timeout_s`
+    (None: no limit) the wait gives up with one line on stderr and returns the states as they are, the
+    unfinished ones not final."""
+    started = time.monotonic()
+    last_seen = {job.name: started for job in record.jobs}
+    lost: set[str] = set()
     while True:
-        statuses = experiment_status(cluster, record)
+        if record.executor == "slurm":
+            rows = slurm_rows(cluster, [i for j in record.jobs for i in j.slurm_ids if j.name not in lost])
+            statuses = [_slurm_status(cluster, j, rows) for j in record.jobs]
+            now = time.monotonic()
+            unseen = []
+            for job, status in zip(record.jobs, statuses, strict=True):
+                if job.name in lost:
+                    status.state = "LOST"
+                elif any(_rows_of(i, rows) for i in job.slurm_ids):
+                    last_seen[job.name] = now
+                elif status.state not in FINAL:
+                    unseen.append(job)
+            queued = squeue_known(cluster, [i for j in unseen for i in j.slurm_ids]) if unseen else set()
+            for job, status in zip(record.jobs, statuses, strict=True):
+                if job not in unseen:
+                    continue
+                if queued & set(job.slurm_ids):
+                    last_seen[job.name] = now
+                elif now - last_seen[job.name] >= lost_after_s:
+                    lost.add(job.name)
+                    status.state = "LOST"
+                    ids = ",".join(job.slurm_ids) or "no id"
+                    print(
+                        f"kit: job {job.name} (slurm job {ids}) is LOST: neither sacct nor squeue has known it for "
+                        f"{now - last_seen[job.name]:.0f} s (purged, or another cluster's?); not waiting for it",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+        else:
+            statuses = experiment_status(cluster, record)
         if all(s.state in FINAL for s in statuses):
+            return {s.name: s.state for s in statuses}
+        if timeout_s is not None and time.monotonic() - started >= timeout_s:
+            unfinished = ", ".join(f"{s.name} ({s.state})" for s in statuses if s.state not in FINAL)
+            print(
+                f"kit: stopped waiting after {timeout_s:g} s; not finished: {unfinished}", file=sys.stderr, flush=True
+            )
             return {s.name: s.state for s in statuses}
         time.sleep(poll_s)
 

@@ -6,6 +6,8 @@ import os
 import shutil
 import stat
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
 
@@ -24,7 +26,8 @@ def import_nemo_run(cluster: ClusterConfig) -> ModuleType:
     if cluster.ssh_tunnel is not None:
         _prepare_ssh(cluster.ssh_tunnel, home)
     _skip_lepton_sdk()
-    import nemo_run
+    with _modules_blocked(NOT_FOR_NEMO_RUN):
+        import nemo_run
 
     from pipeline_kit.launch import slurm_het
 
@@ -33,6 +36,29 @@ def import_nemo_run(cluster: ClusterConfig) -> ModuleType:
 
 
 LEPTON_MODULE = "nemo_run.core.execution.lepton"
+
+# Libraries that nemo-run's import pulls in only because they are installed, and that kit never needs to render or
+# submit a job. nemo_run/core/serialization/yaml.py tries `import torch` (~1.7 s on 2 cores) to register a YAML
+# representer for torch.dtype, which kit's configs never hold; its Kubeflow and SkyPilot executors try `kubernetes`
+# (~1 s) and `sky`, executors kit never uses. transformers, vllm and litellm are listed so that no dependency of
+# nemo-run's can start importing them unnoticed (tests/test_launch_imports.py checks that none is imported).
+NOT_FOR_NEMO_RUN = ("torch", "transformers", "vllm", "litellm", "kubernetes", "sky")
+
+
+@contextmanager
+def _modules_blocked(names: tuple[str, ...]) -> Iterator[None]:
+    """While inside, `import NAME` raises ModuleNotFoundError for each name not imported yet (None in sys.modules);
+    after, only the placeholders added here are removed, so a later `import torch` works as usual. A module that
+    is already imported is left alone: then nemo-run sees it, as it would without kit."""
+    added = [name for name in names if name not in sys.modules]
+    for name in added:
+        sys.modules[name] = None  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        for name in added:
+            if name in sys.modules and sys.modules[name] is None:
+                del sys.modules[name]
 
 
 def _skip_lepton_sdk() -> None:

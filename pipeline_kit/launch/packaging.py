@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pipeline_kit
+from pipeline_kit import resources
 from pipeline_kit.cluster import ClusterConfig
 from pipeline_kit.errors import UserError
 
@@ -46,11 +47,28 @@ def uncommitted_files(repo: str) -> list[str]:
     return [line[3:] for line in out.splitlines() if line.strip()]
 
 
+def _kit_trees() -> dict[str, Path]:
+    """What an installed kit adds to the packed code: the package, and its resource folders (prompts, cluster
+    configs, ...) as `pipeline_kit/<name>`, wherever this install keeps them (inside the package or at the top
+    level of its source checkout)."""
+    trees = {"pipeline_kit": KIT_PACKAGE_DIR}
+    for name, d in resources.resource_dirs().items():
+        if not d.resolve().is_relative_to(KIT_PACKAGE_DIR):  # a copy inside the package comes with it
+            trees[f"pipeline_kit/{name}"] = d
+    return trees
+
+
 def _kit_fingerprint() -> str:
+    """Size and mtime of every file that `_kit_trees` packs (not only *.py: an edited prompt is new code too)."""
     h = hashlib.sha1()
-    for path in sorted(KIT_PACKAGE_DIR.rglob("*.py")):
-        st = path.stat()
-        h.update(f"{path.relative_to(KIT_PACKAGE_DIR)}:{st.st_size}:{st.st_mtime_ns}".encode())
+    for dest, src in _kit_trees().items():
+        for dirpath, dirnames, filenames in os.walk(src, followlinks=True):  # copytree follows links too
+            dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+            for name in sorted(filenames):
+                path = os.path.join(dirpath, name)
+                st = os.stat(path)
+                rel = Path(os.path.relpath(path, src)).as_posix()
+                h.update(f"{dest}/{rel}:{st.st_size}:{st.st_mtime_ns}\n".encode())
     return h.hexdigest()
 
 
@@ -97,17 +115,21 @@ def package_code(cluster: ClusterConfig, cwd: str, allow_uncommitted: bool, reus
                 )
                 subprocess.run(["tar", "-x", "-C", str(tmp)], input=archive.stdout, check=True)
             if add_kit:
-                shutil.copytree(
-                    KIT_PACKAGE_DIR,
-                    tmp / "pipeline_kit",
-                    ignore=shutil.ignore_patterns("__pycache__"),
-                    dirs_exist_ok=True,
-                )
+                for dest, src in _kit_trees().items():
+                    shutil.copytree(src, tmp / dest, ignore=shutil.ignore_patterns("__pycache__"), dirs_exist_ok=True)
             tmp.chmod(0o755)
-            os.replace(tmp, local)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
+        try:
+            os.replace(tmp, local)
+        except OSError:
+            shutil.rmtree(tmp, ignore_errors=True)
+            # A submission of the same code packed it in the meantime (os.replace cannot replace a non-empty
+            # folder): that folder holds the same content, so use it.
+            if not local.is_dir():
+                raise
+            reused = True
     cluster_dir = str(local)
     if cluster.ssh_tunnel is not None:
         cluster_dir = f"{cluster.ssh_tunnel.job_dir}/code/{key}"

@@ -19,8 +19,12 @@ class JobRecord:
     task_id: str
     groups: list[str]
     array_size: int | None = None
-    slurm_ids: list[str] = field(default_factory=list)  # one id; a het job's components share it
+    # one id; a het job's components share it. An array larger than the cluster's MaxArraySize is split into
+    # several Slurm arrays: one id each, whose element i is unit `unit_offsets[k] + i`
+    slurm_ids: list[str] = field(default_factory=list)
     state: str | None = None  # final state, once known without asking the scheduler
+    unit_offsets: list[int] = field(default_factory=list)
+    outputs: list[str] = field(default_factory=list)  # what the job writes (an input of a --run_after job)
 
 
 @dataclass

@@ -1,5 +1,6 @@
-"""One submission of a Pipeline: builds the nemo-run Experiment (one task per Job; a het job's groups form one
-task group), then dry-runs it (printing every script and request) or runs it and records the result."""
+"""One submission of a Pipeline: builds the nemo-run Experiment (one task per Job, or per part of a Slurm array
+larger than the cluster's MaxArraySize; a het job's groups form one task group), then dry-runs it (printing every
+script and request) or runs it and records the result."""
 
 from __future__ import annotations
 
@@ -16,18 +17,74 @@ from pipeline_kit.launch import records
 from pipeline_kit.launch.executors import adjust_slurm_task, docker_executor, local_executor, slurm_executor
 from pipeline_kit.launch.nemorun_env import import_nemo_run
 from pipeline_kit.launch.packaging import CONTAINER_CODE_DIR, PackagedCode
+from pipeline_kit.launch.remote import remote_run
 from pipeline_kit.pipeline.model import Job
+from pipeline_kit.pipeline.pipeline import Pipeline
 from pipeline_kit.pipeline.render import ScriptContext, local_job_script, slurm_group_script
+
+DEFAULT_MAX_ARRAY_SIZE = 1001  # Slurm's default MaxArraySize: indices 0..1000
+
+
+@dataclass(frozen=True)
+class Task:
+    """One nemo-run task: a whole Job, or one part of an array too large for one Slurm array. Element i of a
+    part runs unit `unit_offset + i`."""
+
+    job: Job
+    name: str
+    unit_offset: int = 0
+    array_size: int | None = None
+
+
+def max_array_size(cluster) -> int:
+    """The cluster config's `max_array_size`, else MaxArraySize from `scontrol show config` (default 1001)."""
+    if cluster.max_array_size is not None:
+        return cluster.max_array_size
+    out = remote_run(cluster, "scontrol show config 2>/dev/null | grep -i '^MaxArraySize'", check=False).stdout
+    value = out.partition("=")[2].strip()
+    return int(value) if value.isdigit() else DEFAULT_MAX_ARRAY_SIZE
+
+
+def plan_tasks(jobs: list[Job], cluster) -> list[Task]:
+    """On Slurm an array larger than MaxArraySize becomes several arrays of at most that many elements."""
+    if cluster.executor != "slurm" or not any(j.array_size for j in jobs):
+        return [Task(j, j.name, 0, j.array_size) for j in jobs]
+    limit = max_array_size(cluster)
+    tasks = []
+    for job in jobs:
+        if not job.array_size or job.array_size <= limit:
+            tasks.append(Task(job, job.name, 0, job.array_size))
+            continue
+        for k, start in enumerate(range(0, job.array_size, limit)):
+            tasks.append(Task(job, f"{job.name}-part{k}", start, min(limit, job.array_size - start)))
+    return tasks
 
 
 @dataclass
 class Submission:
-    pipeline: object  # Pipeline (kept untyped to avoid an import cycle)
+    pipeline: Pipeline
     jobs: list[Job]
     log_dir: str
     ports: dict[int, int]
     code: PackagedCode
     external: dict[str, list[records.ExperimentRecord]]  # per job: the earlier experiments it runs after
+    input_writers: dict[str, dict[str, str]]  # per job: the inputs another job writes, with that job's name
+
+    def __post_init__(self) -> None:
+        self.tasks = plan_tasks(self.jobs, self.pipeline.cluster)
+
+    def split_note(self) -> str:
+        """One line per job that was split into several Slurm arrays."""
+        lines = []
+        for job in self.jobs:
+            parts = [t for t in self.tasks if t.job is job]
+            if len(parts) > 1:
+                ranges = ", ".join(f"{t.unit_offset}-{t.unit_offset + t.array_size - 1}" for t in parts)
+                lines.append(
+                    f"kit: job {job.name} has {job.array_size} units, more than the cluster's MaxArraySize "
+                    f"({parts[0].array_size}): submitted as {len(parts)} Slurm arrays (units {ranges})"
+                )
+        return "".join(f"{line}\n" for line in lines)
 
     def external_slurm_ids(self, job: Job) -> list[str]:
         return [i for rec in self.external[job.name] for j in rec.jobs for i in j.slurm_ids]
@@ -49,16 +106,17 @@ class Submission:
             self.log_dir,
         )
 
-    def scripts(self, job: Job) -> list[str]:
-        """The script(s) of a job: one per group on Slurm, one for the whole job on none/local."""
-        kind = self.pipeline.cluster.executor
+    def scripts(self, task: Task) -> list[str]:
+        """The script(s) of a task: one per group on Slurm, one for the whole job on none/local."""
+        job, kind = task.job, self.pipeline.cluster.executor
+        inputs = self.input_writers.get(job.name, {})
         if kind == "slurm":
             return [
-                slurm_group_script(job, gi, self._ctx(g.container is not None), self.ports)
+                slurm_group_script(job, gi, self._ctx(g.container is not None), self.ports, inputs, task.unit_offset)
                 for gi, g in enumerate(job.groups)
             ]
         ctx = self._ctx(kind == "local")
-        return [local_job_script(job, ctx, self.ports, self.after_rc_files(job), self.dependency_type(job))]
+        return [local_job_script(job, ctx, self.ports, self.after_rc_files(job), self.dependency_type(job), inputs)]
 
     @contextlib.contextmanager
     def experiment(self):
@@ -73,18 +131,22 @@ class Submission:
             self._add_jobs(run, exp)
             yield exp
 
+    def _task_names(self, job: Job) -> list[str]:
+        return [t.name for t in self.tasks if t.job is job]
+
     def _add_jobs(self, run, exp) -> None:
         p = self.pipeline
         kind = p.cluster.executor
-        for job in self.jobs:
-            scripts = [run.Script(inline=s) for s in self.scripts(job)]
-            deps = [d.name for d in job.after]
+        for task in self.tasks:
+            job = task.job
+            scripts = [run.Script(inline=s) for s in self.scripts(task)]
+            deps = [name for d in job.after for name in self._task_names(d)]
             if kind == "none":
-                exp.add(scripts[0], executor=local_executor(run, p.cluster), name=job.name, dependencies=deps)
+                exp.add(scripts[0], executor=local_executor(run, p.cluster), name=task.name, dependencies=deps)
             elif kind == "local":
                 log_dirs = [self.log_dir, *(rec.log_dir for rec in self.external[job.name])]
                 ex = docker_executor(run, p.cluster, job, self.code.local_dir, log_dirs, p.mount_paths)
-                exp.add(scripts[0], executor=ex, name=job.name, dependencies=deps)
+                exp.add(scripts[0], executor=ex, name=task.name, dependencies=deps)
             else:
                 het = len(job.groups) > 1
                 external = self.external_slurm_ids(job)
@@ -99,51 +161,66 @@ class Submission:
                         self.log_dir,
                         p.mount_paths,
                         external,
+                        task.array_size,
                     )
                     for g in job.groups
                 ]
                 if het:
-                    exp.add(scripts, executor=executors, name=job.name, dependencies=deps)
+                    exp.add(scripts, executor=executors, name=task.name, dependencies=deps)
                 else:
-                    exp.add(scripts[0], executor=executors[0], name=job.name, dependencies=deps)
-                task = exp.jobs[-1]
-                kept = task.executors if het else task.executor  # a het group's executors are merged into one
+                    exp.add(scripts[0], executor=executors[0], name=task.name, dependencies=deps)
+                added = exp.jobs[-1]
+                kept = added.executors if het else added.executor  # a het group's executors are merged into one
                 adjust_slurm_task(kept, job, p.cluster, external)
 
     def dry_run(self) -> str:
         out = io.StringIO()
         with contextlib.redirect_stdout(io.StringIO()), self.experiment() as exp:
             exp.dryrun(log=False)
-        for job, task in zip(self.jobs, exp.jobs, strict=True):
-            out.write(f"==== job {job.name} ({self.pipeline.cluster.executor})\n")
-            infos = getattr(task, "_dryrun_infos", None) or [task._dryrun_info]
+        out.write(self.split_note())
+        for task, added in zip(self.tasks, exp.jobs, strict=True):
+            job = task.job
+            out.write(f"==== job {task.name} ({self.pipeline.cluster.executor})\n")
+            infos = getattr(added, "_dryrun_infos", None) or [added._dryrun_info]
             for info in infos:
                 out.write(_describe_request(info.request) + "\n")
-            deps = [f"<job {d.name}>" for d in job.after] + self.external_slurm_ids(job)
+            deps = [f"<job {name}>" for d in job.after for name in self._task_names(d)]
+            deps += self.external_slurm_ids(job)
             if self.pipeline.cluster.executor == "slurm" and deps:  # nemo-run adds it only when it calls sbatch
                 out.write(f"---- sbatch --dependency={self.dependency_type(job)}:{':'.join(deps)}\n")
-            for i, script in enumerate(self.scripts(job)):
-                out.write(f"---- script {job.name}[{i}]\n{script}")
+            for i, script in enumerate(self.scripts(task)):
+                out.write(f"---- script {task.name}[{i}]\n{script}")
         return out.getvalue()
 
-    def submit(self, run_id: str, wait: bool):
+    def submit(self, run_id: str, wait: bool, wait_timeout: float | None = None):
         from pipeline_kit.launch.monitor import local_outcome, wait_for_states
-        from pipeline_kit.pipeline.runner import RunResult
+        from pipeline_kit.launch.run import RunResult
 
         p = self.pipeline
         record = records.ExperimentRecord(p.name, run_id, p.cluster.executor, self.log_dir)
+        sys.stderr.write(self.split_note())
         chatter = io.StringIO()  # nemo-run's progress panels; kit prints its own summary
         with contextlib.redirect_stdout(chatter), _cancel_on_interrupt(p.cluster, record), self.experiment() as exp:
             record.nemo_run_id = exp._id
+            by_task = dict(zip(self.tasks, exp.jobs, strict=True))
             record.jobs = [
-                records.JobRecord(j.name, t.id, [g.name for g in j.groups], j.array_size)
-                for j, t in zip(self.jobs, exp.jobs, strict=True)
+                records.JobRecord(
+                    job.name,
+                    next(added.id for t, added in by_task.items() if t.job is job),
+                    [g.name for g in job.groups],
+                    job.array_size,
+                    unit_offsets=[t.unit_offset for t in self.tasks if t.job is job] if job.array_size else [],
+                    outputs=list(job.outputs),
+                )
+                for job in self.jobs
             ]
             if p.cluster.executor != "slurm":  # a local run is visible to `kit status` while it runs
                 records.save_record(p.cluster, record)
             try:
                 exp.run(detach=p.cluster.executor == "slurm", tail_logs=False)
             except Exception as e:
+                if p.cluster.executor == "slurm":
+                    raise self._refused(e, by_task) from None
                 if type(e).__module__.startswith("docker."):  # the daemon is down or not where DOCKER_HOST says
                     where = os.environ.get("DOCKER_HOST", "the default socket")
                     raise UserError(
@@ -151,10 +228,11 @@ class Submission:
                         "or point DOCKER_HOST at it."
                     ) from None
                 raise
-            for rec, task in zip(record.jobs, exp.jobs, strict=True):
-                handle = task.handle if hasattr(task, "handle") else task.handles[0]
-                if p.cluster.executor == "slurm" and handle:
-                    rec.slurm_ids = [handle.rstrip("/").split("/")[-1]]
+            if p.cluster.executor == "slurm":
+                for rec, job in zip(record.jobs, self.jobs, strict=True):
+                    rec.slurm_ids = [
+                        _slurm_id(added) for t, added in by_task.items() if t.job is job and _slurm_id(added)
+                    ]
         # leaving the context waits for local jobs (nemo-run's run() returns at once for jobs without deps)
         if p.cluster.executor != "slurm":
             for rec in record.jobs:
@@ -165,11 +243,31 @@ class Submission:
                     time.sleep(0.1)
                 rec.state = local_outcome(record, rec) or "FAILED"
         records.save_record(p.cluster, record)
-        result = RunResult(p.name, run_id, slurm_ids={r.name: r.slurm_ids for r in record.jobs})
+        result = RunResult(p.name, run_id, self.log_dir, record, slurm_ids={r.name: r.slurm_ids for r in record.jobs})
         result.states = {r.name: r.state for r in record.jobs if r.state}
         if wait and p.cluster.executor == "slurm":
-            result.states = wait_for_states(p.cluster, record)
+            result.states = wait_for_states(p.cluster, record, timeout_s=wait_timeout)
         return result
+
+    def _refused(self, error: Exception, by_task: dict) -> UserError:
+        """sbatch refused a job: cancel the ones already queued (nothing half-submitted stays) and say why."""
+        queued = [_slurm_id(added) for added in by_task.values() if _slurm_id(added)]
+        if queued:
+            remote_run(self.pipeline.cluster, f"scancel {' '.join(queued)}", check=False)
+        failed = next((t.name for t, added in by_task.items() if not _slurm_id(added)), "?")
+        stderr = str(getattr(getattr(error, "result", None), "stderr", "") or error)
+        lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+        reason = next((line for line in reversed(lines) if "error" in line.lower()), lines[-1] if lines else "")
+        undone = f"; the {len(queued)} job(s) it had queued were cancelled" if queued else ""
+        return UserError(
+            f"sbatch refused job {failed} ({reason}){undone}. Fix what it names (a partition, account or limit "
+            f"of {self.pipeline.cluster.source}, or --sbatch_kwargs) and submit again."
+        )
+
+
+def _slurm_id(added) -> str | None:
+    handle = added.handle if hasattr(added, "handle") else (added.handles or [None])[0]
+    return handle.rstrip("/").split("/")[-1] if handle else None
 
 
 @contextlib.contextmanager

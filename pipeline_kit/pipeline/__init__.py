@@ -1,6 +1,6 @@
 """The declarative layer every `kit` command builds on: Pipeline → Job → CommandGroup → Command (+ HardwareConfig).
 
-`Pipeline.run()` packages the code once and launches the jobs through nemo-run on the cluster's executor.
+These are data; `pipeline_kit.launch.run_pipeline` packs the code once and submits them through nemo-run.
 """
 
 from pipeline_kit.pipeline.model import (
@@ -11,7 +11,7 @@ from pipeline_kit.pipeline.model import (
     HardwareConfig,
     Job,
 )
-from pipeline_kit.pipeline.runner import Pipeline, RunResult
+from pipeline_kit.pipeline.pipeline import Pipeline
 
 __all__ = [
     "AUTO_PORT",
@@ -21,5 +21,4 @@ __all__ = [
     "HardwareConfig",
     "Job",
     "Pipeline",
-    "RunResult",
 ]

@@ -80,6 +80,9 @@ class CommandGroup:
     commands: list[Command]
     hardware: HardwareConfig = field(default_factory=HardwareConfig)
     name: str = "group"
+    # its commands create user/network/PID/mount namespaces (the sandbox): Docker then runs the job without its
+    # default seccomp and AppArmor profiles, which forbid that. Never inferred from a name.
+    needs_namespaces: bool = False
 
     def __post_init__(self) -> None:
         check_name(self.name, "command group")
@@ -121,7 +124,9 @@ class Job:
     """One scheduled unit of work: one or more CommandGroups (several make a heterogeneous job on Slurm).
 
     `after`: earlier Jobs of the same Pipeline; `run_after`: names of earlier experiments.
-    `array_size`: run the job as N independent units; each sees its index in `$KIT_UNIT`."""
+    `array_size`: run the job as N independent units; each sees its index in `$KIT_UNIT`.
+    `inputs`: paths the job reads; `outputs`: files or folders it writes. An input that a job of the same pipeline
+    or of a `run_after` experiment writes is checked when the job starts; any other is checked at submission."""
 
     name: str
     groups: list[CommandGroup]
@@ -130,6 +135,8 @@ class Job:
     array_size: int | None = None
     array_parallelism: int | None = None
     dependency_type: str | None = None
+    inputs: list[str] = field(default_factory=list)
+    outputs: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         check_name(self.name, "job")

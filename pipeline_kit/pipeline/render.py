@@ -45,9 +45,14 @@ kit_wait() {
   kit_pids=(); kit_name=(); kit_service=()
   return $rc
 }
+kit_note() {  # a line from kit itself, on stderr and in the job's kit.log (which `kit logs` shows)
+  { mkdir -p "$KIT_LOG_DIR/$KIT_JOB" && echo "$1" | tee -a "$KIT_LOG_DIR/$KIT_JOB/kit.log"; } >&2
+}
+kit_record() {  # on none/local, the job's outcome for `kit status`: an exit code or CANCELLED
+  [ -z "${KIT_RC_FILE:-}" ] || { echo "$1" > "$KIT_RC_FILE.tmp" && mv -f "$KIT_RC_FILE.tmp" "$KIT_RC_FILE"; }
+}
 kit_cancel() {  # a cancelled job stops what it started (and on none/local records that it was cancelled)
-  kit_stop
-  [ -z "${KIT_RC_FILE:-}" ] || { echo CANCELLED > "$KIT_RC_FILE.tmp" && mv -f "$KIT_RC_FILE.tmp" "$KIT_RC_FILE"; }
+  kit_stop; kit_record CANCELLED
   exit "$1"
 }
 trap 'kit_cancel 143' TERM; trap 'kit_cancel 130' INT"""
@@ -151,28 +156,54 @@ def _start_lines(job: Job, group_indices: list[int], ctx: ScriptContext, ports: 
     return lines
 
 
-def _unit_runner(job: Job, starts: list[str]) -> list[str]:
-    """`kit_unit`: run one unit (all commands, service rule) and leave its exit code in the unit's .rc file."""
+def _unit_runner(job: Job, starts: list[str], guard: list[str] = ()) -> list[str]:
+    """`kit_unit`: run one unit (all commands, service rule) and leave its exit code in the unit's .rc file;
+    `guard` lines (a function body) may refuse the unit before anything starts, by returning non-zero."""
     # each job logs into its own folder (job and command names may both hold '-', so a flat prefix is ambiguous)
     prefix = f"{job.name}/unit$KIT_UNIT-" if job.array_size else f"{job.name}/"
     rc_file = f'"$KIT_LOG_DIR/{job.name}.units/$KIT_UNIT.rc"' if job.array_size else ""
-    lines = ["kit_unit() {", f'  export KIT_LOG_PREFIX="{prefix}"', f'  mkdir -p "$KIT_LOG_DIR/{job.name}"']
+    record = (
+        [f'  mkdir -p "$KIT_LOG_DIR/{job.name}.units"', f"  echo $rc > {rc_file}.tmp && mv -f {rc_file}.tmp {rc_file}"]
+        if rc_file
+        else []
+    )
+    lines = []
+    if guard:
+        lines += ["kit_unit_guard() {", *guard, "}"]
+    lines += ["kit_unit() {", f'  export KIT_LOG_PREFIX="{prefix}"', f'  mkdir -p "$KIT_LOG_DIR/{job.name}"']
+    if guard:
+        lines += ["  local rc=0; kit_unit_guard || rc=$?", '  if [ "$rc" != 0 ]; then', *record, "  return $rc; fi"]
     lines += [f"  {s}" for s in starts]
-    lines += ["  kit_wait; local rc=$?"]
-    if rc_file:
-        lines += [
-            f'  mkdir -p "$KIT_LOG_DIR/{job.name}.units"',
-            f"  echo $rc > {rc_file}.tmp && mv -f {rc_file}.tmp {rc_file}",
-        ]
-    lines += ["  return $rc", "}"]
+    lines += ["  kit_wait; local rc=$?", *record, "  return $rc", "}"]
     return lines
 
 
-def slurm_group_script(job: Job, group_index: int, ctx: ScriptContext, ports: dict[int, int]) -> str:
-    """The script srun runs for one group of a Slurm job; an array element takes its unit from SLURM_ARRAY_TASK_ID."""
+def _input_checks(job: Job, writers: dict[str, str]) -> list[str]:
+    """Every input must exist when the job starts; one that an earlier job should have written names that job."""
+    lines = []
+    for path in job.inputs:
+        made_by = f" ({writers[path]} should have written it: see its log)" if path in writers else ""
+        message = f"kit: job '{job.name}' cannot start: its input {path} does not exist{made_by}"
+        lines.append(f"[ -e {shlex.quote(path)} ] || {{ kit_note {shlex.quote(message)}; kit_record 2; exit 2; }}")
+    return lines
+
+
+def slurm_group_script(
+    job: Job,
+    group_index: int,
+    ctx: ScriptContext,
+    ports: dict[int, int],
+    input_writers: dict[str, str] | None = None,
+    unit_offset: int = 0,
+) -> str:
+    """The script srun runs for one group of a Slurm job; an array element takes its unit from SLURM_ARRAY_TASK_ID
+    (plus `unit_offset` when the job's units were split over several arrays)."""
     lines = _header(job, ctx)
+    if any(not c.service for c in job.groups[group_index].commands):  # services (a server) do not read inputs
+        lines += _input_checks(job, input_writers or {})
     lines += _unit_runner(job, _start_lines(job, [group_index], ctx, ports))
-    lines += ["export KIT_UNIT=${SLURM_ARRAY_TASK_ID:-0}", "kit_unit"]
+    unit = f"$((${{SLURM_ARRAY_TASK_ID:-0}} + {unit_offset}))" if unit_offset else "${SLURM_ARRAY_TASK_ID:-0}"
+    lines += [f"export KIT_UNIT={unit}", "kit_unit"]
     return "\n".join(lines) + "\n"
 
 
@@ -180,22 +211,43 @@ CANCELLED_RC = "CANCELLED"  # what a job's .rc file holds when an afterok depend
 
 
 def _dependency_guard(job: Job, after_rc_files: list[str], dependency_type: str) -> list[str]:
-    """Slurm's dependency rule for none/local: wait for every parent's .rc file; under afterok, a parent that did
-    not succeed cancels this job (nemo-run's local runner starts dependents whatever the parent's outcome)."""
+    """Slurm's dependency rules for none/local (nemo-run's local runner starts dependents whatever the parents'
+    outcome): wait for every parent's .rc file, then afterany runs; afterok runs only if every parent succeeded,
+    afternotok only if one did not; otherwise the job is CANCELLED. aftercorr is applied per unit (below)."""
     if not after_rc_files:
         return []
     files = " ".join(shlex.quote(f) for f in after_rc_files)
     lines = [f'for f in {files}; do while [ ! -e "$f" ]; do sleep 1; done; done']
-    if dependency_type == "afterok":
-        rc_file = '"$KIT_RC_FILE"'
-        lines += [
-            f"for f in {files}; do",
-            '  if [ "$(cat "$f")" != 0 ]; then',
-            f'    echo "kit: job \'{job.name}\' not run: afterok dependency $f ended with $(cat "$f")" >&2',
-            f"    echo {CANCELLED_RC} > {rc_file}.tmp && mv -f {rc_file}.tmp {rc_file}; exit 1",
-            "  fi",
-            "done",
-        ]
+    if dependency_type in ("afterok", "afternotok"):
+        cancel = f"kit_record {CANCELLED_RC}; exit 1"
+        lines.append(f'kit_failed_parents=0; for f in {files}; do [ "$(cat "$f")" = 0 ] || kit_failed_parents=1; done')
+        if dependency_type == "afterok":
+            lines.append(
+                f'[ "$kit_failed_parents" = 0 ] || {{ kit_note "kit: job \'{job.name}\' not run: an afterok '
+                f'dependency did not succeed"; {cancel}; }}'
+            )
+        else:
+            lines.append(
+                f'[ "$kit_failed_parents" = 1 ] || {{ kit_note "kit: job \'{job.name}\' not run: every afternotok '
+                f'dependency succeeded"; {cancel}; }}'
+            )
+    return lines
+
+
+def _corresponding_unit_guard(after_rc_files: list[str]) -> list[str]:
+    """aftercorr: unit N runs only if unit N of every parent succeeded (a parent that is not an array: the whole
+    parent). Emitted inside kit_unit, before the commands start."""
+    lines = []
+    for f in after_rc_files:
+        unit_rc = f"{f.removesuffix('.rc')}.units/$KIT_UNIT.rc"
+        lines.append(
+            f'  if [ -d {shlex.quote(f.removesuffix(".rc") + ".units")} ]; then kit_parent="{unit_rc}"; '
+            f"else kit_parent={shlex.quote(f)}; fi"
+        )
+        lines.append(
+            '  [ "$(cat "$kit_parent" 2>/dev/null)" = 0 ] || { kit_note "kit: unit $KIT_UNIT not run: aftercorr '
+            'parent $kit_parent did not succeed"; return 1; }'
+        )
     return lines
 
 
@@ -205,6 +257,7 @@ def local_job_script(
     ports: dict[int, int],
     after_rc_files: list[str] = (),
     dependency_type: str = "afterany",
+    input_writers: dict[str, str] | None = None,
 ) -> str:
     """The script for `none`/`local`: every group of the job runs at once on this host; array units run in turn.
     `after_rc_files` are the .rc files of the jobs it depends on (this pipeline's and earlier experiments')."""
@@ -213,7 +266,9 @@ def local_job_script(
     if ctx.executor == "none":  # `kit cancel` signals this script, whose trap stops what it started
         lines.append(f'echo $$ > "$KIT_LOG_DIR/{job.name}.pid"')
     lines += _dependency_guard(job, list(after_rc_files), dependency_type)
-    lines += _unit_runner(job, _start_lines(job, list(range(len(job.groups))), ctx, ports))
+    lines += _input_checks(job, input_writers or {})
+    guard = _corresponding_unit_guard(list(after_rc_files)) if dependency_type == "aftercorr" else []
+    lines += _unit_runner(job, _start_lines(job, list(range(len(job.groups))), ctx, ports), guard)
     if job.array_size:
         lines += [
             "failed=0",

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pipeline_kit.pipeline.model import Command, CommandGroup, Endpoint, HardwareConfig
+from pipeline_kit.cluster import ClusterConfig
+from pipeline_kit.pipeline.model import AUTO_PORT, Command, CommandGroup, Endpoint, HardwareConfig
 
 SANDBOX_NAME = "sandbox"
 SANDBOX_PYTHON_VAR = "KIT_SANDBOX_PYTHON"  # a cluster config may point it at an env with the sandbox's deps
@@ -20,7 +21,30 @@ def sandbox_command(python: str, host: str, port: int | str, args: str, containe
 
 
 def sandbox_group(command: Command, hardware: HardwareConfig | None = None) -> CommandGroup:
-    return CommandGroup([command], hardware=hardware or HardwareConfig(), name=SANDBOX_NAME)
+    """Its own group, which builds namespaces (so Docker runs it without its default seccomp/AppArmor profiles)."""
+    return CommandGroup([command], hardware=hardware or HardwareConfig(), name=SANDBOX_NAME, needs_namespaces=True)
+
+
+@dataclass(frozen=True)
+class SandboxSpec:
+    """A job's sandbox: `args` for the server (e.g. '--memory_gb 8'), its container key (default: the cluster's
+    'sandbox' container, if any) and port (a number, or AUTO_PORT)."""
+
+    args: str = ""
+    container: str | None = None
+    port: int | str = AUTO_PORT
+
+    def command(self, cluster: ClusterConfig, port: int | str | None = None) -> Command:
+        if self.container:
+            cluster.container(self.container)  # fails with the known keys when it is missing
+        container = self.container or (SANDBOX_NAME if SANDBOX_NAME in cluster.containers else None)
+        host = "127.0.0.1" if cluster.executor == "none" else "0.0.0.0"  # elsewhere clients are on other nodes
+        return sandbox_command(cluster.kit_python, host, self.port if port is None else port, self.args, container)
+
+    def group(self, cluster: ClusterConfig, port: int | str | None = None) -> CommandGroup:
+        """Its own CommandGroup: on Slurm a het component in the CPU partition."""
+        hardware = HardwareConfig(partition=cluster.cpu_partition) if cluster.executor == "slurm" else None
+        return sandbox_group(self.command(cluster, port), hardware)
 
 
 def address(refs: dict[str, Endpoint]) -> str:

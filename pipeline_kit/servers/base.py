@@ -3,11 +3,13 @@ parallelism from the GPU count, multi-node launch, and the base URL a client use
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from pipeline_kit.cluster.schema import did_you_mean
 from pipeline_kit.errors import UserError
 
+_URL = re.compile(r"^https?://[^\s'\"\\]+$")
 # the interpreter that runs a server; a cluster config may point it at the server's own env (env_vars:
 # ["KIT_SERVER_PYTHON=/opt/vllm-venv/bin/python"]); containers default to their python3
 SERVER_PYTHON = "${KIT_SERVER_PYTHON:-python3}"
@@ -29,6 +31,28 @@ class ServerSpec:
     @property
     def name(self) -> str:
         return self.served_model_name or self.model
+
+    @property
+    def starts_server(self) -> bool:
+        """kit starts a server unless the type is an external endpoint or `address` names a running one."""
+        return get_server_type(self.server_type).runs_locally and self.address is None
+
+    def validate(self) -> ServerSpec:
+        """The server type's rules; each problem is one UserError naming the flag. Returns self."""
+        server_type = get_server_type(self.server_type)
+        if not self.model:
+            raise UserError("--model is required: the model folder to serve, or the name the endpoint serves.")
+        if self.gpus < 0 or self.nodes < 1:
+            raise UserError(
+                f"--server_gpus={self.gpus} --server_nodes={self.nodes}: use 0 or more GPUs and 1 or more nodes."
+            )
+        if self.address is not None and not _URL.match(self.address):
+            raise UserError(f"--server_address={self.address} is not a URL like http://host:8000/v1.")
+        if not server_type.runs_locally and self.address is None:
+            raise UserError(f"--server_type={self.server_type} needs --server_address, e.g. http://host:8000/v1.")
+        if self.nodes > 1 and not server_type.multi_node:
+            raise UserError(f"--server_nodes={self.nodes}: server type '{self.server_type}' runs on one node only.")
+        return self
 
 
 @dataclass

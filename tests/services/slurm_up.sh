@@ -93,6 +93,8 @@ JobAcctGatherFrequency=30
 JobCompType=jobcomp/filetxt
 JobCompLoc=$DIR/log/jobcomp.txt
 MinJobAge=600
+# array tasks count against MaxJobCount (default 10000): room for a 10,000-unit pipeline beside other tests
+MaxJobCount=100000
 KillWait=5
 InactiveLimit=0
 SlurmdTimeout=300

@@ -1,0 +1,219 @@
+"""The jobs of a generation run: chunks × seeds of an input file through a model server. Each job is a server group
+(unless the server is external) plus a client group that runs its share of the units (+ a sandbox group)."""
+
+from __future__ import annotations
+
+import os
+import shlex
+from dataclasses import dataclass, field, replace
+
+from pipeline_kit.cluster import ClusterConfig
+from pipeline_kit.errors import UserError
+from pipeline_kit.inference.units import Unit, plan_units
+from pipeline_kit.jobs.options import JobOptions, JobPlan, chain
+from pipeline_kit.pipeline.model import AUTO_PORT, Command, CommandGroup, HardwareConfig, Job
+from pipeline_kit.sandbox.component import SandboxSpec
+from pipeline_kit.servers.base import ServerSpec
+
+
+@dataclass
+class GenerateSpec:
+    """What to generate. `seeds`: sampled outputs (output-rs{seed}.jsonl), None for one greedy output.jsonl;
+    `num_chunks`/`chunk_ids`: cut the input; `num_jobs`: spread the units over N jobs, one server each (default:
+    1 on none/Docker, one per unit on Slurm); `overrides`: `++key=value` for the generation script, checked here.
+    Paths are this machine's on executor none, else absolute paths where the job runs."""
+
+    server: ServerSpec
+    input_file: str
+    output_dir: str
+    seeds: list[int] | None = None
+    num_chunks: int | None = None
+    chunk_ids: list[int] | None = None
+    rerun_done: bool = False
+    postprocess_cmd: str | None = None
+    num_jobs: int | None = None
+    container: str | None = None  # the client's container key (default: 'kit' if the cluster has one)
+    server_container: str | None = None  # default: the cluster's container named after the server type
+    server_port: int | str = AUTO_PORT
+    sandbox: SandboxSpec | None = None
+    overrides: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.input_file or not self.output_dir:
+            raise UserError("--input_file and --output_dir are required (a JSONL file and a folder for the outputs).")
+        if self.num_jobs is not None and self.num_jobs < 1:
+            raise UserError(f"--num_jobs must be at least 1, got {self.num_jobs}.")
+
+
+@dataclass
+class UnitPlan:
+    """The units of a spec on a cluster: all of them, and those still to run (finished ones are left out where
+    kit can see the outputs; a finished one made with other settings is an error)."""
+
+    units: list[Unit]
+    todo: list[Unit]
+    input_file: str
+    output_dir: str
+    overrides: tuple[str, ...] = field(default=())
+
+    @property
+    def done_count(self) -> int:
+        return len(self.units) - len(self.todo)
+
+
+def plan_generation(cluster: ClusterConfig, spec: GenerateSpec) -> UnitPlan:
+    from pipeline_kit.inference.config import override_value, parse_overrides
+
+    spec.server.validate()
+    units = plan_units(spec.seeds, spec.num_chunks, spec.chunk_ids)
+    input_file, output_dir = _job_paths(cluster.executor, spec.input_file, spec.output_dir)
+    own = [f"++input_file={override_value(input_file)}", f"++output_dir={override_value(output_dir)}"]
+    own += [f"++num_chunks={spec.num_chunks}"] if spec.num_chunks is not None else []
+    own += [f"++server.server_type={override_value(spec.server.server_type)}"]
+    # the client gets the server's address where the job runs; the plan only checks the overrides and the keys
+    placeholder = f"++server.base_url={override_value(spec.server.address or 'http://resolved-in-the-job/v1')}"
+    cfg = parse_overrides([*own, placeholder, f"++server.model={override_value(spec.server.name)}", *spec.overrides])
+    todo = units
+    if not spec.rerun_done and _outputs_visible(cluster):
+        todo = [u for u in units if not _finished(u, cfg, output_dir)]
+    return UnitPlan(units, todo, input_file, output_dir, tuple(own))
+
+
+def _finished(unit: Unit, cfg, output_dir: str) -> bool:
+    """Done and made with the same settings; done with other settings is an error naming what changed."""
+    from pipeline_kit.inference import done_key
+    from pipeline_kit.inference.unit_files import done_marker
+
+    if not unit.is_done(output_dir):
+        return False
+    if not os.path.exists(cfg.input_file):
+        return False  # an earlier stage will write the input: the job checks the key when it starts
+    unit_cfg = replace(
+        cfg,
+        chunk_id=unit.chunk_id,
+        inference=replace(cfg.inference, random_seed=unit.seed if unit.seed is not None else cfg.inference.random_seed),
+    )
+    key = done_key.key_fields(unit_cfg, done_key.file_digest(cfg.input_file, "--input_file="))
+    own = unit.output_file(output_dir)
+    output, key = (
+        (own, key) if done_marker(own).exists() else (unit.merged_file(output_dir), done_key.merged_fields(key))
+    )
+    done_key.check_done(output, key, "--rerun_done")
+    return True
+
+
+def generate_jobs(
+    cluster: ClusterConfig, spec: GenerateSpec, options: JobOptions, plan: UnitPlan | None = None
+) -> list[Job]:
+    """The jobs of `spec` (and of its --dependent_jobs copies). When every unit is done already, one job that only
+    says so, so that dependents and --run_after still have something to wait on."""
+    from pipeline_kit.inference.client_command import ClientCommand
+    from pipeline_kit.inference.config import override_value
+
+    plan = plan or plan_generation(cluster, spec)
+    io = {"inputs": [plan.input_file], "outputs": [plan.output_dir]}
+    if not plan.todo:
+        message = f"kit generate: all {len(plan.units)} units in {plan.output_dir} are done; nothing to generate"
+        done = Command(f"echo {shlex.quote(message)}", name="done", container=_client_container(cluster, spec))
+        only = JobPlan("", [CommandGroup([done], name="done")], io)
+        return chain(replace(options, dependent_jobs=0), lambda copy: [only])
+
+    def plan_copy(copy: int) -> list[JobPlan]:
+        todo = plan.todo  # later copies of a --dependent_jobs chain run the same units and resume what is left
+        default_jobs = len(todo) if cluster.executor == "slurm" else 1
+        shares = _split(todo, min(spec.num_jobs or default_jobs, len(todo)))
+        overrides = list(plan.overrides)
+        # only the first job of a --dependent_jobs chain redoes; the next ones resume what it left
+        overrides += ["++rerun_done=true"] if spec.rerun_done and copy == 0 else []
+        overrides += [f"++postprocess_cmd={override_value(spec.postprocess_cmd)}"] if spec.postprocess_cmd else []
+        labels = tuple(tuple(u.label for u in share) for share in shares)
+        client = ClientCommand(cluster.kit_python, spec.server, (*overrides, *spec.overrides), labels)
+        groups = _groups(cluster, spec, client, array=len(shares) > 1)
+        fields = {**io, **({"array_size": len(shares)} if len(shares) > 1 else {})}
+        return [JobPlan("", groups, fields)]
+
+    return chain(options, plan_copy)
+
+
+def _job_paths(executor: str, input_file: str, output_dir: str) -> tuple[str, str]:
+    """On none, paths are taken from here (jobs run in the packaged code folder); elsewhere they must be absolute."""
+    if executor == "none":
+        return os.path.abspath(input_file), os.path.abspath(output_dir)
+    for flag, path in (("--input_file", input_file), ("--output_dir", output_dir)):
+        if not os.path.isabs(path):
+            raise UserError(
+                f"{flag}={path} is relative; on executor '{executor}' give the absolute path where the job runs."
+            )
+    return input_file, output_dir
+
+
+def _outputs_visible(cluster: ClusterConfig) -> bool:
+    """Whether the output folder is this machine's (so finished units can be left out of the plan)."""
+    return cluster.executor == "none" or (cluster.executor == "slurm" and cluster.ssh_tunnel is None)
+
+
+def _split(units: list, n: int) -> list[list]:
+    size, extra = divmod(len(units), n)
+    out, start = [], 0
+    for i in range(n):
+        end = start + size + (1 if i < extra else 0)
+        out.append(units[start:end])
+        start = end
+    return out
+
+
+def _client_container(cluster: ClusterConfig, spec: GenerateSpec) -> str | None:
+    """--container; else on Docker the server's (a Docker job runs in one container); else 'kit' if defined."""
+    from pipeline_kit.servers.component import server_container
+
+    if spec.container:
+        cluster.container(spec.container)  # fails with the known keys when it is missing
+        return spec.container
+    if cluster.executor == "local" and spec.server.starts_server:
+        served = server_container(spec.server, cluster, spec.server_container)
+        if served is not None:
+            return served
+    return "kit" if "kit" in cluster.containers else None
+
+
+def _groups(cluster: ClusterConfig, spec: GenerateSpec, client: object, array: bool) -> list[CommandGroup]:
+    """One job: server group + client group (+ sandbox group): a het job on Slurm. An array job (several shares of
+    the units) cannot be heterogeneous on Slurm, so each element runs everything side by side in one group."""
+    from pipeline_kit.sandbox.component import SANDBOX_NAME
+    from pipeline_kit.servers.component import SERVER_NAME, server_container, server_group
+
+    client_container = _client_container(cluster, spec)
+    sandboxed = spec.sandbox.group(cluster) if spec.sandbox else None
+    refs = {SANDBOX_NAME: sandboxed.commands[0]} if sandboxed else {}
+    if array and sandboxed and sandboxed.container != client_container:
+        raise UserError(
+            f"several jobs run the sandbox beside the client in one container, but they differ ({sandboxed.container} "
+            f"vs {client_container}); pass --num_jobs=1 or the same --container and --sandbox_container."
+        )
+    if not spec.server.starts_server:
+        client_cmd = Command(client, name="client", container=client_container, refs=refs)
+        if array and sandboxed:
+            return [CommandGroup([*sandboxed.commands, client_cmd], name="generate", needs_namespaces=True)]
+        return [CommandGroup([client_cmd], name="client"), *([sandboxed] if sandboxed else [])]
+    served = server_group(spec.server, server_container(spec.server, cluster, spec.server_container), spec.server_port)
+    refs[SERVER_NAME] = served.commands[0]
+    client_cmd = Command(client, name="client", container=client_container, refs=refs)
+    if array:
+        if spec.server.nodes > 1:
+            raise UserError(
+                f"--server_nodes={spec.server.nodes} needs one job for all units (--num_jobs=1): several jobs run as "
+                "a Slurm array, whose elements cannot hold a multi-node server beside its client."
+            )
+        if served.container != client_container:
+            raise UserError(
+                f"several jobs run server and client in one container, but they differ ({served.container} vs "
+                f"{client_container}); pass --num_jobs=1 or the same --container and --server_container."
+            )
+        sandbox_cmds = sandboxed.commands if sandboxed else []
+        return [
+            CommandGroup(
+                [*served.commands, *sandbox_cmds, client_cmd], name="generate", needs_namespaces=bool(sandboxed)
+            )
+        ]
+    hardware = HardwareConfig(partition=cluster.cpu_partition) if cluster.executor == "slurm" else HardwareConfig()
+    return [served, CommandGroup([client_cmd], hardware=hardware, name="client"), *([sandboxed] if sandboxed else [])]

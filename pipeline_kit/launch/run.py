@@ -1,0 +1,106 @@
+"""Running a Pipeline: check the jobs and their inputs, pick a run id and log folder, pack the code once, then
+submit (or dry-run) through a Submission. The result carries the experiment record and the log folder."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+
+from pipeline_kit.errors import UserError
+from pipeline_kit.launch import records
+from pipeline_kit.launch.packaging import PackagedCode, package_code, plan_code
+from pipeline_kit.pipeline.pipeline import Pipeline
+from pipeline_kit.pipeline.render import resolve_ports
+
+
+@dataclass
+class RunResult:
+    """What a run left: `record` and `log_dir` (None for a dry run), each job's Slurm ids and known states."""
+
+    expname: str
+    run_id: str
+    log_dir: str | None = None
+    record: records.ExperimentRecord | None = None
+    slurm_ids: dict[str, list[str]] = field(default_factory=dict)
+    states: dict[str, str] = field(default_factory=dict)
+    dry_run_text: str = ""
+
+    @property
+    def ok(self) -> bool:
+        """True only once every job is known to have SUCCEEDED: never for a dry run or an unwaited Slurm run."""
+        if self.record is None:
+            return False
+        return all(self.states.get(job.name) == "SUCCEEDED" for job in self.record.jobs)
+
+
+_run_counter = itertools.count()
+
+
+def new_run_id() -> str:
+    """Time, microseconds, pid and a per-process counter: unique for runs of one name in one second and process."""
+    now = time.time()
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now))
+    return f"{stamp}-{int(now % 1 * 1e6):06d}-{os.getpid()}-{next(_run_counter):03d}"
+
+
+def run_pipeline(
+    pipeline: Pipeline, dry_run: bool = False, wait: bool | None = None, wait_timeout: float | None = None
+) -> RunResult:
+    """Submit every job. On none/local this waits; on Slurm it returns after submission unless `wait` (for at
+    most `wait_timeout` seconds; a job Slurm no longer knows is LOST and not waited for)."""
+    from pipeline_kit.launch.submit import Submission
+
+    jobs = pipeline.ordered_jobs()
+    run_id = new_run_id()
+    log_dir = pipeline.log_dir or f"{pipeline.cluster_root()}/logs/{pipeline.name}/{run_id}"
+    external = {job.name: [records.load_latest(pipeline.cluster, e) for e in job.run_after] for job in jobs}
+    writers = input_writers(pipeline, external)
+    if dry_run:
+        _, _, key = plan_code(pipeline.cwd, pipeline.allow_uncommitted)
+        root = pipeline.cluster_root()
+        code = PackagedCode(key, f"{pipeline.cluster.job_dir}/code/{key}", f"{root}/code/{key}", True)
+    else:
+        code = package_code(pipeline.cluster, pipeline.cwd, pipeline.allow_uncommitted, pipeline.reuse_code)
+    submission = Submission(pipeline, jobs, log_dir, resolve_ports(jobs), code, external, writers)
+    if dry_run:
+        return RunResult(pipeline.name, run_id, dry_run_text=submission.dry_run())
+    if pipeline.cluster.executor != "slurm":
+        os.makedirs(log_dir, exist_ok=True)
+    result = submission.submit(run_id, bool(wait) or pipeline.cluster.executor != "slurm", wait_timeout)
+    sys.stdout.flush()
+    return result
+
+
+def _within(path: str, folder: str) -> bool:
+    path, folder = os.path.normpath(path), os.path.normpath(folder)
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+def input_writers(pipeline: Pipeline, external: dict[str, list[records.ExperimentRecord]]) -> dict[str, dict[str, str]]:
+    """Per job: each input that another job of this pipeline or of a --run_after experiment writes, with that
+    writer's name (checked when the job starts). Any other input must exist now where kit can see it (executor
+    none: paths are this machine's); elsewhere it is checked when the job starts."""
+    out: dict[str, dict[str, str]] = {}
+    for job in pipeline.jobs:
+        written = [(o, f"job '{other.name}'") for other in pipeline.jobs if other is not job for o in other.outputs]
+        written += [
+            (o, f"job '{j.name}' of experiment '{rec.expname}'")
+            for rec in external.get(job.name, [])
+            for j in rec.jobs
+            for o in j.outputs
+        ]
+        mine: dict[str, str] = {}
+        for path in job.inputs:
+            writer = next((who for out_path, who in written if _within(path, out_path)), None)
+            if writer is not None:
+                mine[path] = writer
+            elif pipeline.cluster.executor == "none" and not os.path.exists(path):
+                raise UserError(
+                    f"job '{job.name}': input {path} does not exist, and no job of this pipeline or of --run_after "
+                    "writes it; fix the path or add the job that makes it."
+                )
+        out[job.name] = mine
+    return out

@@ -1,0 +1,35 @@
+"""Build hook only; pyproject.toml holds the project's configuration.
+
+The data folders at the repo's top level (prompts/, cluster_configs/, datasets_registry/) are the source of truth.
+A wheel carries copies of them inside the package, as pipeline_kit/<name>/ (regular files, no symlinks), where
+pipeline_kit/resources.py finds them. An editable install reads the top-level folders themselves."""
+
+import shutil
+from pathlib import Path
+
+from setuptools import setup
+from setuptools.command.build_py import build_py
+
+ROOT = Path(__file__).resolve().parent
+RESOURCES = {"prompts": True, "cluster_configs": True, "datasets_registry": False}  # name: required
+
+
+class build_py_with_resources(build_py):
+    def run(self):
+        super().run()
+        if getattr(self, "editable_mode", False):
+            return  # an editable install reads the top-level folders in place
+        for name, required in RESOURCES.items():
+            src = ROOT / name
+            if not src.is_dir():
+                if required:
+                    raise FileNotFoundError(
+                        f"{src}: missing; the wheel needs it (an sdist without it? see MANIFEST.in)"
+                    )
+                continue
+            dst = Path(self.build_lib) / "pipeline_kit" / name
+            shutil.rmtree(dst, ignore_errors=True)  # no file deleted at the top level survives in an old build dir
+            shutil.copytree(src, dst, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+
+
+setup(cmdclass={"build_py": build_py_with_resources})

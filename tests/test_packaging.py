@@ -1,0 +1,113 @@
+"""Code packaging of an installed kit (launch/packaging.py): the packed copy carries the resource folders, the
+fingerprint sees every file of them, and two submissions of the same code at the same moment share one folder."""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+
+import pytest
+
+from pipeline_kit import resources
+from pipeline_kit.cluster.config import ClusterConfig
+from pipeline_kit.launch import packaging
+
+
+def fake_kit(root: Path, inside: bool) -> Path:
+    """A kit install under root: resource folders inside the package (a wheel) or at the top (a checkout)."""
+    pkg = root / "pipeline_kit"
+    (pkg / "cli").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "cli" / "main.py").write_text("print('main')\n")
+    base = pkg if inside else root
+    if not inside:
+        (root / "pyproject.toml").write_text("[project]\nname = 'x'\n")
+    (base / "prompts" / "generic").mkdir(parents=True)
+    (base / "prompts" / "generic" / "math.yaml").write_text("user: '{problem}'\n")
+    (base / "cluster_configs").mkdir()
+    (base / "cluster_configs" / "none.yaml").write_text("executor: none\njob_dir: /tmp/jobs\n")
+    return pkg
+
+
+@pytest.mark.parametrize("inside", [True, False], ids=["wheel-layout", "checkout-layout"])
+def test_fingerprint_changes_when_a_prompt_or_cluster_config_changes(tmp_path, monkeypatch, inside):
+    pkg = fake_kit(tmp_path, inside)
+    monkeypatch.setattr(packaging, "KIT_PACKAGE_DIR", pkg)
+    monkeypatch.setattr(resources, "PACKAGE_DIR", pkg)
+    base = pkg if inside else tmp_path
+    seen = {packaging._kit_fingerprint()}
+    (base / "prompts" / "generic" / "math.yaml").write_text("user: 'Solve {problem}'\n")
+    seen.add(packaging._kit_fingerprint())
+    assert len(seen) == 2, "an edited prompt config must give new packed code"
+    (base / "cluster_configs" / "none.yaml").write_text("executor: none\njob_dir: /tmp/jobs2\n")
+    seen.add(packaging._kit_fingerprint())
+    assert len(seen) == 3, "an edited cluster config must give new packed code"
+    (base / "prompts" / "generic" / "new.yaml").write_text("user: '{problem}'\n")
+    seen.add(packaging._kit_fingerprint())
+    assert len(seen) == 4, "a new prompt config must give new packed code"
+    # bytecode caches are not code: writing one keeps the fingerprint
+    (pkg / "__pycache__").mkdir()
+    (pkg / "__pycache__" / "x.cpython-311.pyc").write_bytes(b"\0")
+    assert packaging._kit_fingerprint() in seen
+
+
+@pytest.fixture
+def not_a_repo(tmp_path, monkeypatch) -> Path:
+    """A folder outside any git repo (kit run from there packs only itself), even when tmp_path lies in one."""
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path))
+    cwd = tmp_path / "not_a_repo"
+    cwd.mkdir()
+    return cwd
+
+
+def cluster_at(tmp_path: Path) -> ClusterConfig:
+    return ClusterConfig(source="test", executor="none", job_dir=str(tmp_path / "jobs"))
+
+
+def test_packed_code_of_an_installed_kit_has_the_resource_folders(tmp_path, not_a_repo):
+    cwd = not_a_repo
+    code = packaging.package_code(cluster_at(tmp_path), str(cwd), allow_uncommitted=False, reuse_code=True)
+    packed = Path(code.local_dir) / "pipeline_kit"
+    for rel in ("prompts/generic/math.yaml", "prompts/code_tags/qwen.yaml"):
+        assert (packed / rel).is_file() and not (packed / rel).is_symlink(), rel
+    assert sorted(p.name for p in (packed / "cluster_configs").glob("*.yaml")) == sorted(
+        p.name for p in resources.resource_dir("cluster_configs").glob("*.yaml")
+    )
+    assert not list(packed.rglob("__pycache__"))
+    again = packaging.package_code(cluster_at(tmp_path), str(cwd), allow_uncommitted=False, reuse_code=True)
+    assert again.reused and again.local_dir == code.local_dir
+
+
+def test_two_submissions_of_the_same_code_at_once_share_the_packed_folder(tmp_path, monkeypatch, not_a_repo):
+    """Both pack into their temp folders before either renames it into place; the second rename finds the
+    target there (not empty) and must reuse it instead of failing with a raw OSError."""
+    cwd = not_a_repo
+    cluster = cluster_at(tmp_path)
+    barrier = threading.Barrier(2, timeout=60)
+    real_replace = os.replace
+
+    def racing_replace(src, dst):
+        barrier.wait()  # both submissions have packed; now both rename
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", racing_replace)
+    results, errors = [], []
+
+    def submit():
+        try:
+            results.append(packaging.package_code(cluster, str(cwd), allow_uncommitted=False, reuse_code=True))
+        except BaseException as e:  # reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=submit) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors, f"a racing submission failed: {errors[0]!r}"
+    assert len(results) == 2 and results[0].local_dir == results[1].local_dir
+    assert sorted(r.reused for r in results) == [False, True]
+    root = Path(cluster.job_dir) / "code"
+    assert [p.name for p in root.iterdir()] == [results[0].key], "the loser's temp folder is removed"
+    assert (Path(results[0].local_dir) / "pipeline_kit" / "prompts" / "generic" / "math.yaml").is_file()
