@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 from conftest import SERVICES, need
 
-HEAVY = ("torch", "transformers", "vllm", "litellm")
+# hydra (0.25 s) parses the generation script's overrides; at submission kit checks plain ones without it
+HEAVY = ("torch", "transformers", "vllm", "litellm", "hydra")
 
 # runs kit in-process, then prints one JSON line: its exit code, which heavy modules got imported, and whether
 # torch can still be found (kit's placeholders for the blocked modules must be gone once nemo-run is imported)
@@ -65,6 +66,7 @@ def test_generate_dry_run_on_slurm_imports_no_ml_library(configs, user_repo, tmp
     d = configs("slurm", "executor: slurm\njob_dir: JOB_DIR\naccount: acct\npartition: debug\n")
     gen = ["generate", "--cluster=slurm", f"--config_dir={d}", "--model=/m", "--server_gpus=1"]
     gen += ["--input_file=/data/in.jsonl", "--output_dir=/out", "--num_chunks=4", "--num_random_seeds=2", "--dry_run"]
+    gen += ["++prompt_config=generic/math", "++inference.temperature=0.7", "++max_concurrent_requests=64"]
     assert_nothing_heavy(kit_in_process(tmp_path, user_repo, *gen))
 
 

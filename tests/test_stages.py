@@ -208,3 +208,24 @@ def test_run_ids_are_unique_and_sort_by_time():
 
     ids = [new_run_id() for _ in range(200)]
     assert len(set(ids)) == 200 and ids == sorted(ids)
+
+
+@pytest.mark.parametrize(
+    "override, needle",
+    [
+        ("++inference.temperature=warm", "++inference.temperature=warm"),
+        ("++max_concurrent_requests=1.5", "++max_concurrent_requests=1.5"),
+        ("++inference.stop_phrases=[a,", "cannot parse override"),
+        ("++inference.top_k=null", "++inference.top_k=null"),
+    ],
+)
+def test_override_values_are_checked_at_submission(override, needle):
+    """Plain values are checked against their field's type without hydra; anything else goes through hydra's parser,
+    whose error is the one shown."""
+    from pipeline_kit.errors import UserError
+    from pipeline_kit.inference.config import check_overrides
+
+    with pytest.raises(UserError) as e:
+        check_overrides(["++prompt_config=generic/math", override])
+    assert needle in str(e.value)
+    check_overrides(["++inference.temperature=0.7", "++code_execution=true", "++inference.stop_phrases=['a']"])

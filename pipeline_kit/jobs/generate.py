@@ -62,30 +62,39 @@ class UnitPlan:
 
 
 def plan_generation(cluster: ClusterConfig, spec: GenerateSpec) -> UnitPlan:
-    from pipeline_kit.inference.config import override_value, parse_overrides
+    from pipeline_kit.inference.config import check_overrides, override_value
 
     spec.server.validate()
+    check_overrides(spec.overrides)  # a typo stops here, before anything is queued
     units = plan_units(spec.seeds, spec.num_chunks, spec.chunk_ids)
     input_file, output_dir = _job_paths(cluster.executor, spec.input_file, spec.output_dir)
     own = [f"++input_file={override_value(input_file)}", f"++output_dir={override_value(output_dir)}"]
     own += [f"++num_chunks={spec.num_chunks}"] if spec.num_chunks is not None else []
     own += [f"++server.server_type={override_value(spec.server.server_type)}"]
-    # the client gets the server's address where the job runs; the plan only checks the overrides and the keys
-    placeholder = f"++server.base_url={override_value(spec.server.address or 'http://resolved-in-the-job/v1')}"
-    cfg = parse_overrides([*own, placeholder, f"++server.model={override_value(spec.server.name)}", *spec.overrides])
     todo = units
     if not spec.rerun_done and _outputs_visible(cluster):
-        todo = [u for u in units if not _finished(u, cfg, output_dir)]
+        done = [u for u in units if u.is_done(output_dir)]
+        if done:  # only then is the script's whole config needed: to compare the keys of what is done
+            cfg = _script_config(spec, own)
+            finished = {u for u in done if _finished(u, cfg, output_dir)}
+            todo = [u for u in units if u not in finished]
     return UnitPlan(units, todo, input_file, output_dir, tuple(own))
 
 
+def _script_config(spec: GenerateSpec, own: list[str]):
+    """The generation script's config as the job will see it (the server's address is only known there)."""
+    from pipeline_kit.inference.config import override_value, parse_overrides
+
+    placeholder = f"++server.base_url={override_value(spec.server.address or 'http://resolved-in-the-job/v1')}"
+    return parse_overrides([*own, placeholder, f"++server.model={override_value(spec.server.name)}", *spec.overrides])
+
+
 def _finished(unit: Unit, cfg, output_dir: str) -> bool:
-    """Done and made with the same settings; done with other settings is an error naming what changed."""
+    """Done (the caller checked) and made with the same settings; done with other settings is an error that names
+    what changed."""
     from pipeline_kit.inference import done_key
     from pipeline_kit.inference.unit_files import done_marker
 
-    if not unit.is_done(output_dir):
-        return False
     if not os.path.exists(cfg.input_file):
         return False  # an earlier stage will write the input: the job checks the key when it starts
     unit_cfg = replace(
