@@ -69,6 +69,7 @@ def main() -> None:
     print(f"dry run, 800 units (1 array job): {dry:.2f} s; plain `import nemo_run`: {bare:.2f} s ({dry / bare:.2f}x)")
     gen = [BIN / "kit", "generate", "--cluster=slurm", f"--config_dir={d}", "--model=/models/qwen", "--server_gpus=8"]
     gen += ["--input_file=/data/in.jsonl", "--output_dir=/data/out", "--num_chunks=100", "--num_random_seeds=8"]
+    gen += ["++prompt_config=generic/math", "++inference.temperature=0.7", "++inference.tokens_to_generate=4096"]
     gen_dry = timed([*gen, "--dry_run"], n=3, env=env, cwd=d)
     print(f"kit generate --dry_run, 100 chunks x 8 seeds: {gen_dry:.2f} s ({gen_dry / bare:.2f}x import nemo_run)")
     if "--slurm" in sys.argv:
