@@ -1,7 +1,5 @@
-"""Job builders: each command's spec → Jobs of the declarative layer, importable from Python (no typer here).
-
-`generate_jobs`, `run_cmd_jobs`, `server_jobs`, `sandbox_jobs` take a cluster, a spec and `JobOptions`; the CLI
-only parses flags into those and runs the Pipeline; a script can put the same jobs into a bigger Pipeline."""
+"""Job builders: a command's spec + `JobOptions` → Jobs of the declarative layer (no typer here). The CLI only parses
+flags into specs; a script can put the same jobs into a bigger Pipeline (generate, run_cmd, server, sandbox)."""
 
 from pipeline_kit.jobs.generate import GenerateSpec, UnitPlan, generate_jobs, plan_generation
 from pipeline_kit.jobs.options import JobOptions, JobPlan, chain

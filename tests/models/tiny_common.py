@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+import string
 from pathlib import Path
 
 import yaml
@@ -49,7 +50,10 @@ def prompt_configs() -> dict[str, tuple[str, str]]:
     out = {}
     for path in sorted(PROMPT_DIR.glob("*.yaml")):
         data = yaml.safe_load(path.read_text())
-        out[f"generic/{path.stem}"] = (data.get("system") or "", data["user"])
+        system, user = data.get("system") or "", data["user"]
+        fields = {name for text in (system, user) for _, name, _, _ in string.Formatter().parse(text) if name}
+        if fields == {"problem"}:  # a later stage's prompt (generic/verify also needs `generation`) is not trained on
+            out[f"generic/{path.stem}"] = (system, user)
     if not out:
         raise SystemExit(f"no prompt configs (*.yaml) in {PROMPT_DIR}")
     return out
