@@ -51,6 +51,13 @@ def key_fields(cfg: GenerateConfig, input_digest: str) -> dict[str, object]:
     return fields
 
 
+def for_unit(fields: dict[str, object], chunk_id: int | None, seed: int | None) -> dict[str, object]:
+    """A plan's key with one unit's chunk and seed (a greedy unit keeps the configured seed), as the script of that
+    unit computes it."""
+    seeded = {"inference.random_seed": seed} if seed is not None else {}
+    return {**fields, "chunk_id": chunk_id, **seeded}
+
+
 def merged_fields(fields: dict[str, object]) -> dict[str, object]:
     """The key of the file the chunks are merged into: every chunk's key less its chunk id."""
     return {k: v for k, v in fields.items() if k != "chunk_id"}

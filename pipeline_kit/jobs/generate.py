@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import shlex
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from pipeline_kit.cluster import ClusterConfig
 from pipeline_kit.errors import UserError
@@ -54,7 +54,7 @@ class UnitPlan:
     todo: list[Unit]
     input_file: str
     output_dir: str
-    overrides: tuple[str, ...] = field(default=())
+    overrides: tuple[str, ...] = ()
 
     @property
     def done_count(self) -> int:
@@ -74,35 +74,31 @@ def plan_generation(cluster: ClusterConfig, spec: GenerateSpec) -> UnitPlan:
     todo = units
     if not spec.rerun_done and _outputs_visible(cluster):
         done = [u for u in units if u.is_done(output_dir)]
-        if done:  # only then is the script's whole config needed: to compare the keys of what is done
-            cfg = _script_config(spec, own)
-            finished = {u for u in done if _finished(u, cfg, output_dir)}
+        if done and os.path.exists(input_file):  # else an earlier stage writes the input: the job checks the keys
+            key = _script_key(spec, own, input_file)  # hashed once, not once per unit
+            finished = {u for u in done if _finished(u, key, output_dir)}
             todo = [u for u in units if u not in finished]
     return UnitPlan(units, todo, input_file, output_dir, tuple(own))
 
 
-def _script_config(spec: GenerateSpec, own: list[str]):
-    """The generation script's config as the job will see it (the server's address is only known there)."""
+def _script_key(spec: GenerateSpec, own: list[str], input_file: str) -> dict[str, object]:
+    """The .done key of the generation script's config as the job will see it (the server's address is only known
+    there, and is not part of the key), before the per-unit fields."""
+    from pipeline_kit.inference import done_key
     from pipeline_kit.inference.config import override_value, parse_overrides
 
     placeholder = f"++server.base_url={override_value(spec.server.address or 'http://resolved-in-the-job/v1')}"
-    return parse_overrides([*own, placeholder, f"++server.model={override_value(spec.server.name)}", *spec.overrides])
+    cfg = parse_overrides([*own, placeholder, f"++server.model={override_value(spec.server.name)}", *spec.overrides])
+    return done_key.key_fields(cfg, done_key.file_digest(input_file, "--input_file="))
 
 
-def _finished(unit: Unit, cfg, output_dir: str) -> bool:
+def _finished(unit: Unit, key: dict[str, object], output_dir: str) -> bool:
     """Done (the caller checked) and made with the same settings; done with other settings is an error that names
     what changed."""
     from pipeline_kit.inference import done_key
     from pipeline_kit.inference.unit_files import done_marker
 
-    if not os.path.exists(cfg.input_file):
-        return False  # an earlier stage will write the input: the job checks the key when it starts
-    unit_cfg = replace(
-        cfg,
-        chunk_id=unit.chunk_id,
-        inference=replace(cfg.inference, random_seed=unit.seed if unit.seed is not None else cfg.inference.random_seed),
-    )
-    key = done_key.key_fields(unit_cfg, done_key.file_digest(cfg.input_file, "--input_file="))
+    key = done_key.for_unit(key, unit.chunk_id, unit.seed)
     own = unit.output_file(output_dir)
     output, key = (
         (own, key) if done_marker(own).exists() else (unit.merged_file(output_dir), done_key.merged_fields(key))
