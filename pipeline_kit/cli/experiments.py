@@ -28,18 +28,24 @@ def register(app: typer.Typer) -> None:
             for unit, state in sorted(s.failed_units.items()):
                 typer.echo(f"{s.name}[{unit}] {state}")
 
-    @app.command(help="The paths of each job's logs, with their last lines.")
+    @app.command(help="Each job's container start-up errors (Slurm: pyxis/enroot), then its logs' last lines.")
     def logs(
         expname: ExpnameArg,
         cluster: ClusterOpt = None,
         config_dir: ConfigDirOpt = None,
         lines: Annotated[int, typer.Option("--lines", help="Lines to show from the end of each log.")] = 20,
     ) -> None:
-        from pipeline_kit.launch.monitor import log_files, tail
+        from pipeline_kit.launch.monitor import container_startup_lines, log_files, nemo_run_dir, tail
 
         config, record = _load(cluster, config_dir, expname)
+        startup = container_startup_lines(config, record, lines)
         for job, paths in log_files(config, record).items():
             typer.echo(f"== job {job}: {len(paths)} log(s) in {record.log_dir}")
+            if startup[job]:
+                typer.echo(
+                    f"--- container start-up (pyxis/enroot), from the srun output in {nemo_run_dir(config, record)}"
+                )
+                typer.echo("\n".join(startup[job]))
             for path in paths:
                 typer.echo(f"--- {path}")
                 typer.echo(tail(config, path, lines), nl=False)

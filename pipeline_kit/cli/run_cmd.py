@@ -25,6 +25,9 @@ def register(app: typer.Typer) -> None:
         array_size: Annotated[
             int | None, typer.Option("--array_size", help="Run as N units; each sees $KIT_UNIT.")
         ] = None,
+        mpi: Annotated[
+            str | None, typer.Option("--mpi", help="Slurm: srun's MPI plugin for the tasks, e.g. pmix.")
+        ] = None,
     ) -> int:
         from pipeline_kit.jobs import RunCmdSpec, run_cmd_jobs
 
@@ -36,6 +39,7 @@ def register(app: typer.Typer) -> None:
             num_tasks=num_tasks,
             container=container,
             array_size=array_size,
+            mpi=mpi,
             sandbox=sandbox.job_spec(),
         )
         cluster = cluster_from(flags.cluster, flags.config_dir)

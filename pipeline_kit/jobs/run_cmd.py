@@ -22,6 +22,7 @@ class RunCmdSpec:
     num_tasks: int = 1
     container: str | None = None
     array_size: int | None = None
+    mpi: str | None = None
     sandbox: SandboxSpec | None = None
     inputs: tuple[str, ...] = ()
     outputs: tuple[str, ...] = ()
@@ -50,6 +51,7 @@ def run_cmd_jobs(cluster: ClusterConfig, spec: RunCmdSpec, options: JobOptions) 
             num_gpus=spec.num_gpus,
             num_nodes=spec.num_nodes,
             num_tasks=spec.num_tasks,
+            mpi=spec.mpi,
             refs=refs,
         )
         main = CommandGroup([cmd], name="main")

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import hashlib
-import os
-import re
+import shlex
 import types
 from pathlib import Path
 from types import ModuleType
 
 from pipeline_kit.cluster import ClusterConfig
 from pipeline_kit.errors import UserError
-from pipeline_kit.launch.packaging import CONTAINER_CODE_DIR
+from pipeline_kit.launch.images import resolve_image, slurm_image
+from pipeline_kit.launch.mounts import container_mounts, slurm_setup_lines
 from pipeline_kit.launch.slurm_het import HET_FLAGS_ATTR
 from pipeline_kit.pipeline.model import CommandGroup, Job
 from pipeline_kit.pipeline.render import HET_HOST_VAR
@@ -51,12 +50,7 @@ def docker_executor(
             f"job '{job.name}' asks for {gpus} GPU(s), but this Docker host has no /dev/nvidia*; run it on a GPU "
             "host, or ask for 0 GPUs (--num_gpus=0 / --server_gpus=0) to run on the CPU."
         )
-    volumes = [
-        *cluster.mounts,
-        *mount_paths,
-        f"{code_dir}:{CONTAINER_CODE_DIR}",
-        *(f"{d}:{d}" for d in dict.fromkeys(log_dirs)),
-    ]
+    volumes = container_mounts(cluster, mount_paths, code_dir, log_dirs)
     # a group that builds namespaces (the sandbox) cannot run under Docker's default seccomp and AppArmor profiles
     unconfined = any(g.needs_namespaces for g in job.groups)
     security = {"security_opt": ["seccomp=unconfined", "apparmor=unconfined"]} if unconfined else {}
@@ -69,59 +63,6 @@ def docker_executor(
         network="host",
         packager=run.Packager(),
     )
-
-
-def resolve_image(cluster: ClusterConfig, key: str) -> str:
-    """An image name, or for `dockerfile:PATH` the tag of a local build named by the content hash."""
-    spec = cluster.container(key)
-    if not spec.startswith("dockerfile:"):
-        return spec
-    return build_dockerfile(cluster, spec.removeprefix("dockerfile:"))
-
-
-def dockerfile_tag(path: Path) -> tuple[str, dict[str, str]]:
-    """The content-hash tag of a Dockerfile and the build args it takes from the environment (like
-    `docker build --build-arg NAME`, an ARG with a set env var of that name gets its value)."""
-    text = path.read_text()
-    args = {
-        name: os.environ[name]
-        for name in re.findall(r"^\s*ARG\s+([A-Za-z_][A-Za-z0-9_]*)", text, re.M)
-        if name in os.environ
-    }
-    digest = hashlib.sha256((text + repr(sorted(args.items()))).encode()).hexdigest()[:16]
-    return f"kit-{path.stem.lower().replace('.', '-')}:{digest}", args
-
-
-def build_dockerfile(cluster: ClusterConfig, rel: str) -> str:
-    path = Path(rel)
-    if not path.is_file():
-        raise UserError(
-            f"{cluster.source}: containers entry dockerfile:{rel} — no such file (relative to {os.getcwd()})."
-        )
-    tag, args = dockerfile_tag(path)
-    import docker
-
-    client = docker.from_env()
-    try:
-        client.images.get(tag)
-        return tag
-    except docker.errors.ImageNotFound:
-        pass
-    try:
-        client.images.build(
-            path=str(path.parent.resolve()), dockerfile=path.name, tag=tag, buildargs=args, rm=True, network_mode="host"
-        )
-    except docker.errors.BuildError as e:
-        last = next(
-            (
-                str(x.get("stream") or x.get("error")).strip()
-                for x in reversed(list(e.build_log))
-                if x.get("stream") or x.get("error")
-            ),
-            str(e),
-        )
-        raise UserError(f"{cluster.source}: building dockerfile:{rel} failed: {last}") from None
-    return tag
 
 
 def slurm_executor(
@@ -142,11 +83,7 @@ def slurm_executor(
     array = None
     if array_size:
         array = f"0-{array_size - 1}" + (f"%{job.array_parallelism}" if job.array_parallelism else "")
-    container = cluster.container(group.container) if group.container else None
-    if container and container.startswith("dockerfile:"):
-        raise UserError(
-            f"{cluster.source}: container '{group.container}' is a dockerfile; Slurm needs a built image name."
-        )
+    container = slurm_image(cluster, group.container) if group.container else None
     tunnel = (
         run.SSHTunnel(
             host=cluster.ssh_tunnel.host,
@@ -159,6 +96,10 @@ def slurm_executor(
         else run.LocalTunnel(job_dir="")
     )
     het_hosts = " ".join(f"{HET_HOST_VAR}_{i}" for i in range(len(job.groups)))
+    # runs in the batch shell before any srun: pyxis refuses a mount whose source does not exist yet
+    setup = [f"export {het_hosts}"] if heterogeneous else []
+    in_container = any(g.container for g in job.groups)
+    setup.append(slurm_setup_lines(cluster, mount_paths, log_dir, job.name, in_container))
     executor = run.SlurmExecutor(
         account=cluster.account or "",
         partition=flags.get("partition"),
@@ -170,18 +111,17 @@ def slurm_executor(
         array=array,
         additional_parameters=extra,
         container_image=container,
-        # the log folder keeps its path inside the container: kit's scripts write their logs and .rc files there
-        container_mounts=[*cluster.mounts, *mount_paths, f"{code_dir}:{CONTAINER_CODE_DIR}", f"{log_dir}:{log_dir}"]
-        if container
-        else [],
-        env_vars=dict(cluster.env_vars),
+        srun_args=[f"--mpi={group.mpi}"] if group.mpi else None,
+        container_mounts=container_mounts(cluster, mount_paths, code_dir, [log_dir]) if container else [],
+        # nemo-run writes `export KEY=value` unquoted: quoted here, a value keeps its spaces (as on Docker)
+        env_vars={k: shlex.quote(v) for k, v in cluster.env_vars.items()},
         tunnel=tunnel,
         packager=run.Packager(),
         job_name_prefix=cluster.job_name_prefix,
         dependency_type=job.dependency_type or cluster.dependency_type,
         heterogeneous=heterogeneous,
         # nemo-run sets het_group_host_N in the batch shell but does not export it to srun steps.
-        setup_lines=f"export {het_hosts}" if heterogeneous else None,
+        setup_lines="\n".join(setup),
         wait_time_for_group_job=0,
         poll_estimated_start_time=False,  # nemo-run would poll `squeue --start` per job in a thread; kit never reads it
         monitor_group_job_wait_time=1,

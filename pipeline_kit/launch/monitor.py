@@ -321,3 +321,39 @@ def tail(cluster: ClusterConfig, path: str, lines: int) -> str:
         return remote_run(cluster, f"tail -n {lines} {shlex.quote(path)}", check=False).stdout
     with open(path, errors="replace") as f:
         return "".join(f.readlines()[-lines:])
+
+
+# pyxis and enroot report a container that did not start only in the srun output that nemo-run keeps
+STARTUP_PATTERN = "pyxis|enroot"
+
+
+def nemo_run_dir(cluster: ClusterConfig, record: ExperimentRecord) -> str:
+    """Where nemo-run keeps an experiment's batch scripts and srun output on the cluster."""
+    if cluster.ssh_tunnel:
+        return f"{cluster.ssh_tunnel.job_dir}/{record.expname}/{record.nemo_run_id}"
+    return f"{cluster.job_dir}/experiments/{record.expname}/{record.nemo_run_id}"
+
+
+def container_startup_lines(cluster: ClusterConfig, record: ExperimentRecord, lines: int) -> dict[str, list[str]]:
+    """Per Slurm job, the first `lines` non-blank pyxis/enroot lines of its srun output, under a `<file>:` line
+    for each output file (one grep, over ssh when the cluster is remote)."""
+    out: dict[str, list[str]] = {job.name: [] for job in record.jobs}
+    files: dict[str, str] = {}
+    if record.executor != "slurm" or not record.nemo_run_id:
+        return out
+    grep = (
+        f"cd {shlex.quote(nemo_run_dir(cluster, record))} 2>/dev/null && "
+        f"grep -H -E {shlex.quote(STARTUP_PATTERN)} -- */*.out 2>/dev/null"
+    )
+    found = remote_run(cluster, grep, check=False).stdout.splitlines()
+    for hit in found:
+        path, _, line = hit.partition(":")
+        task = path.split("/", 1)[0]
+        job = next((j.name for j in record.jobs if task == j.name or task.startswith(f"{j.name}-part")), None)
+        if job is None or not line.split("pyxis:", 1)[-1].strip() or len(out[job]) >= lines:
+            continue
+        if files.get(job) != path:
+            files[job] = path
+            out[job].append(f"{path}:")
+        out[job].append(f"  {line}")
+    return out

@@ -16,6 +16,7 @@ import pipeline_kit
 from pipeline_kit import resources
 from pipeline_kit.cluster import ClusterConfig
 from pipeline_kit.errors import UserError
+from pipeline_kit.launch.remote import upload
 
 KIT_PACKAGE_DIR = Path(pipeline_kit.__file__).resolve().parent
 CONTAINER_CODE_DIR = "/kit/code"  # where every container job finds the code
@@ -133,16 +134,5 @@ def package_code(cluster: ClusterConfig, cwd: str, allow_uncommitted: bool, reus
     cluster_dir = str(local)
     if cluster.ssh_tunnel is not None:
         cluster_dir = f"{cluster.ssh_tunnel.job_dir}/code/{key}"
-        _upload(cluster, str(local), cluster_dir)
+        upload(cluster, str(local), cluster_dir)
     return PackagedCode(key=key, local_dir=str(local), cluster_dir=cluster_dir, reused=reused)
-
-
-def _upload(cluster: ClusterConfig, local: str, remote: str) -> None:
-    from pipeline_kit.launch.remote import remote_run, rsync_to
-
-    if remote_run(cluster, f"test -d {remote}", check=False).returncode == 0:
-        return
-    tmp = f"{remote}.tmp{os.getpid()}"
-    remote_run(cluster, f"mkdir -p {os.path.dirname(remote)}")
-    rsync_to(cluster, local + "/", tmp + "/")
-    remote_run(cluster, f"mv -T {tmp} {remote} 2>/dev/null || rm -rf {tmp}")

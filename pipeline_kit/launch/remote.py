@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shlex
 import subprocess
 
@@ -37,3 +38,15 @@ def rsync_to(cluster: ClusterConfig, src: str, dst: str) -> None:
     proc = subprocess.run(["rsync", "-a", "-e", rsh, src, f"{t.user}@{t.host}:{dst}"], capture_output=True, text=True)
     if proc.returncode != 0:
         raise UserError(f"{cluster.source}: rsync to {t.host}:{dst} failed ({proc.stderr.strip()}); check ssh_tunnel.")
+
+
+def upload(cluster: ClusterConfig, local: str, remote: str) -> None:
+    """Copy a file or folder to `remote` on the cluster once: into a temporary name, then renamed into place, so a
+    half-copied one is never used; an existing `remote` is kept (its name says its content)."""
+    if remote_run(cluster, f"test -e {shlex.quote(remote)}", check=False).returncode == 0:
+        return
+    tmp = f"{remote}.tmp{os.getpid()}"
+    remote_run(cluster, f"mkdir -p {shlex.quote(os.path.dirname(remote))}")
+    rsync_to(cluster, local + "/" if os.path.isdir(local) else local, tmp + ("/" if os.path.isdir(local) else ""))
+    q, qt = shlex.quote(remote), shlex.quote(tmp)
+    remote_run(cluster, f"mv -T {qt} {q} 2>/dev/null || rm -rf {qt}")

@@ -15,6 +15,8 @@ from pathlib import Path
 from pipeline_kit.errors import UserError
 from pipeline_kit.launch import records
 from pipeline_kit.launch.executors import adjust_slurm_task, docker_executor, local_executor, slurm_executor
+from pipeline_kit.launch.images import prepare_slurm_images
+from pipeline_kit.launch.mounts import check_sources_at_submission
 from pipeline_kit.launch.nemorun_env import import_nemo_run
 from pipeline_kit.launch.packaging import CONTAINER_CODE_DIR, PackagedCode
 from pipeline_kit.launch.remote import remote_run
@@ -197,6 +199,11 @@ class Submission:
         from pipeline_kit.launch.run import RunResult
 
         p = self.pipeline
+        containers = any(g.container for j in self.jobs for g in j.groups)
+        if p.cluster.executor == "local" or (p.cluster.executor == "slurm" and containers):
+            check_sources_at_submission(p.cluster, p.mount_paths)
+        if p.cluster.executor == "slurm" and containers:
+            prepare_slurm_images(p.cluster, {g.container for j in self.jobs for g in j.groups if g.container})
         record = records.ExperimentRecord(p.name, run_id, p.cluster.executor, self.log_dir)
         sys.stderr.write(self.split_note())
         chatter = io.StringIO()  # nemo-run's progress panels; kit prints its own summary

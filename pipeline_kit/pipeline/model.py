@@ -32,7 +32,8 @@ CommandBuilder = Callable[[dict[str, Endpoint]], str]
 @dataclass(eq=False)
 class Command:
     """One shell command. `command` is a string, or a function that builds it from the resolved `refs`.
-    A `service` (a server) runs until the other commands of its job end, then it is stopped."""
+    A `service` (a server) runs until the other commands of its job end, then it is stopped. `mpi`: on Slurm, the
+    MPI plugin its srun starts tasks with (`--mpi=pmix`); other executors start a single task and ignore it."""
 
     command: str | CommandBuilder
     name: str = "main"
@@ -44,6 +45,7 @@ class Command:
     port: int | str | None = None
     refs: dict[str, Command] = field(default_factory=dict)
     service: bool = False
+    mpi: str | None = None
 
     def __post_init__(self) -> None:
         check_name(self.name, "command")
@@ -92,15 +94,23 @@ class CommandGroup:
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise UserError(f"command group '{self.name}' has two commands named {dupes[0]}; give them distinct names.")
-        keys = {c.container for c in self.commands}
-        if len(keys) > 1:
-            raise UserError(
-                f"command group '{self.name}' mixes containers {sorted(map(str, keys))}; one allocation runs one container."
-            )
+        for what, values in (
+            ("containers", {c.container for c in self.commands}),
+            ("mpi", {c.mpi for c in self.commands}),
+        ):
+            if len(values) > 1:
+                raise UserError(
+                    f"command group '{self.name}' mixes {what} {sorted(map(str, values))}; one allocation runs one "
+                    f"srun, so give its commands the same {what.rstrip('s')}."
+                )
 
     @property
     def container(self) -> str | None:
         return self.commands[0].container
+
+    @property
+    def mpi(self) -> str | None:
+        return self.commands[0].mpi
 
     @property
     def num_gpus(self) -> int:

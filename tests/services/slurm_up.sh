@@ -12,6 +12,7 @@
 #   WITH_SSHD [1]      sshd on 127.0.0.1:SSH_PORT [2222], key-only root login
 #   ETC_HOSTS [1]      add "127.0.0.1 node1 ..." to /etc/hosts so node names resolve
 #   ETC_SLURM_LINK [1] symlink /etc/slurm/slurm.conf -> DIR/etc/slurm.conf if that path is free
+#   PYXIS_SO []        spank_pyxis.so (pyxis_up.sh): `srun --container-image` through pyxis + enroot
 #   START_TIMEOUT [60] seconds to wait for each daemon;  VERBOSE [0] progress on stderr
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -30,6 +31,8 @@ export PATH=$PATH:/usr/sbin:/sbin
 PORT_BASE=${PORT_BASE:-16817}
 NNODES=${NNODES:-3}; CPUS=${CPUS:-16}; GPUS=${GPUS:-8}; MEM_MB=${MEM_MB:-16000}
 WITH_SSHD=${WITH_SSHD:-1}; SSH_PORT=${SSH_PORT:-2222}
+PYXIS_SO=${PYXIS_SO:-}
+[ -z "$PYXIS_SO" ] || [ -s "$PYXIS_SO" ] || die "PYXIS_SO=$PYXIS_SO does not exist (run $HERE/pyxis_up.sh)"
 ETC_HOSTS=${ETC_HOSTS:-1}; ETC_SLURM_LINK=${ETC_SLURM_LINK:-1}; START_TIMEOUT=${START_TIMEOUT:-60}
 CTLD_PORT=$PORT_BASE; DBD_PORT=$((PORT_BASE + 2)); DB_PORT=$((PORT_BASE + 3))
 SD_LO=$((PORT_BASE + 101)); SD_HI=$((PORT_BASE + 100 + NNODES))
@@ -82,6 +85,7 @@ SlurmdParameters=config_overrides
 GresTypes=gpu
 ReturnToService=2
 MpiDefault=none
+${PYXIS_SO:+PlugStackConfig=$DIR/etc/plugstack.conf}
 AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=127.0.0.1
 AccountingStoragePort=$DBD_PORT
@@ -106,6 +110,10 @@ EOF
 gres_conf() {
   echo "AutoDetect=off"
   echo "NodeName=$NODES Name=gpu File=$DIR/dev/nvidia[0-$((GPUS - 1))]"
+}
+# pyxis: per-job containers (container_scope=job), image entrypoints not run, runtime data under DIR/pyxis
+plugstack_conf() {
+  [ -z "$PYXIS_SO" ] || echo "required $PYXIS_SO runtime_path=$DIR/pyxis execute_entrypoint=0 container_scope=job"
 }
 dbd_conf() {
   cat <<EOF
@@ -203,7 +211,8 @@ cluster_healthy() {
   pid_alive "$RUN/slurmctld.pid" slurmctld >/dev/null || return 1
   for n in $NODE_LIST; do pid_alive "$RUN/slurmd-$n.pid" slurmd >/dev/null || return 1; done
   if [ "$WITH_SSHD" = 1 ]; then pid_alive "$RUN/sshd.pid" sshd >/dev/null || return 1; fi
-  for f in "$CONF:slurm_conf" "$DIR/etc/gres.conf:gres_conf" "$DIR/etc/slurmdbd.conf:dbd_conf"; do
+  for f in "$CONF:slurm_conf" "$DIR/etc/gres.conf:gres_conf" "$DIR/etc/slurmdbd.conf:dbd_conf" \
+    "$DIR/etc/plugstack.conf:plugstack_conf"; do
     [ -f "${f%:*}" ] && [ "$(cat "${f%:*}")" = "$(${f#*:})" ] || return 1
   done
   if [ "$WITH_SSHD" = 1 ]; then [ "$(cat "$S/sshd_config" 2>/dev/null)" = "$(sshd_conf)" ] || return 1; fi
@@ -242,6 +251,8 @@ done
 slurm_conf >"$CONF"
 gres_conf >"$DIR/etc/gres.conf"
 dbd_conf >"$DIR/etc/slurmdbd.conf"
+plugstack_conf >"$DIR/etc/plugstack.conf"
+mkdir -p "$DIR/pyxis"
 chmod 600 "$DIR/etc/slurmdbd.conf"
 [ -s "$DIR/munge/munge.key" ] || dd if=/dev/urandom of="$DIR/munge/munge.key" bs=1024 count=1 status=none
 chmod 400 "$DIR/munge/munge.key"

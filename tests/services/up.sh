@@ -2,7 +2,8 @@
 # up.sh [DIR] - bring up every real service the tests use, rooted in DIR [${KIT_TEST_SERVICES:-/tmp/kit-services}]:
 # apt deps, Slurm cluster (DIR/slurm), private dockerd (DIR/docker), kit-test-base image, and the model venvs +
 # tiny model (models_up.sh, cached in ${KIT_TEST_CACHE:-/var/cache/kit-test}); writes DIR/services.env.
-#   WITH_SLURM [1] WITH_DOCKER [1] WITH_MODELS [1]; other knobs are passed through to slurm_up.sh / docker_up.sh /
+# With WITH_PYXIS, Slurm starts with pyxis + enroot (pyxis_up.sh) and the base image is also a squashfs.
+#   WITH_SLURM [1] WITH_DOCKER [1] WITH_MODELS [1] WITH_PYXIS [1]; other knobs are passed through to slurm_up.sh / docker_up.sh /
 #   base_image.sh / models_up.sh
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -11,7 +12,7 @@ source "$HERE/_lib.sh"
 
 [ $# -le 1 ] || die "usage: $0 [DIR]"
 DIR=$(readlink -m "${1:-${KIT_TEST_SERVICES:-/tmp/kit-services}}")
-WITH_SLURM=${WITH_SLURM:-1}; WITH_DOCKER=${WITH_DOCKER:-1}; WITH_MODELS=${WITH_MODELS:-1}
+WITH_SLURM=${WITH_SLURM:-1}; WITH_DOCKER=${WITH_DOCKER:-1}; WITH_MODELS=${WITH_MODELS:-1}; WITH_PYXIS=${WITH_PYXIS:-1}
 MODELS=$(readlink -m "${KIT_TEST_CACHE:-/var/cache/kit-test}")
 T0=$(now)
 mkdir -p "$DIR"
@@ -20,15 +21,18 @@ exec 9>"$DIR/.lock"
 flock -w 900 9 || die "timed out waiting for the lock $DIR/.lock"
 
 "$HERE/install_deps.sh" 9>&-
+# pyxis + enroot + PMIx go in before slurmd starts (--mpi=pmix needs PMIx at slurmd's start)
+PYXIS_SO=
+if [ "$WITH_SLURM" = 1 ] && [ "$WITH_PYXIS" = 1 ]; then PYXIS_SO=$("$HERE/pyxis_up.sh" 9>&- | tail -n1); fi
 
 # Slurm and the models (pip installs + a 1-thread training run on a cold cache; instant when cached) in the
 # background while docker + the base image come up in the foreground
 src=0; drc=0; mrc=0
-if [ "$WITH_SLURM" = 1 ]; then "$HERE/slurm_up.sh" "$DIR/slurm" 9>&- & spid=$!; fi
+if [ "$WITH_SLURM" = 1 ]; then PYXIS_SO=$PYXIS_SO "$HERE/slurm_up.sh" "$DIR/slurm" 9>&- & spid=$!; fi
 if [ "$WITH_MODELS" = 1 ]; then "$HERE/models_up.sh" "$MODELS" 9>&- & mpid=$!; fi
 if [ "$WITH_DOCKER" = 1 ]; then
   # shellcheck source=/dev/null
-  { "$HERE/docker_up.sh" "$DIR/docker" && (source "$DIR/docker/env.sh" && "$HERE/base_image.sh"); } 9>&- || drc=$?
+  SQSH=$({ "$HERE/docker_up.sh" "$DIR/docker" >&2 && (source "$DIR/docker/env.sh" && "$HERE/base_image.sh"); } 9>&-) || drc=$?
 fi
 if [ "$WITH_SLURM" = 1 ]; then wait "$spid" || src=$?; fi
 if [ "$WITH_MODELS" = 1 ]; then wait "$mpid" || mrc=$?; fi
@@ -41,6 +45,8 @@ if [ "$WITH_MODELS" = 1 ]; then wait "$mpid" || mrc=$?; fi
   echo "export KIT_TEST_SERVICES=$DIR"
   [ "$WITH_SLURM" = 1 ] && echo ". $DIR/slurm/env.sh"
   [ "$WITH_DOCKER" = 1 ] && echo ". $DIR/docker/env.sh"
+  [ -n "$PYXIS_SO" ] && echo "export KIT_TEST_PYXIS=$PYXIS_SO"
+  [ -n "${SQSH:-}" ] && echo "export KIT_TEST_BASE_SQSH=$SQSH"
   if [ "$WITH_MODELS" = 1 ]; then
     echo "export KIT_TEST_VLLM_PYTHON=$MODELS/venv-vllm/bin/python"
     echo "export KIT_TEST_HF_PYTHON=$MODELS/venv-model/bin/python"
