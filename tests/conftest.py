@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -69,6 +70,20 @@ def probe_command(refs):
             "    except OSError: time.sleep(0.1)\\n"
             "else: raise SystemExit('no server')\\"")
 '''
+
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+def readme_blocks(marker: str) -> list[str]:
+    """The fenced code blocks that follow `<!-- example: MARKER -->` in the README (tests run them as written)."""
+    m = re.search(rf"<!-- example: {marker} -->\n((?:```\w*\n.*?```\s*)+)", README.read_text(), re.S)
+    assert m, f"README.md has no code block after <!-- example: {marker} -->"
+    return re.findall(r"```\w*\n(.*?)```", m.group(1), re.S)
+
+
+def readme_block(marker: str) -> str:
+    return readme_blocks(marker)[0]
 
 
 def git(repo: Path, *args: str) -> None:

@@ -243,3 +243,28 @@ def test_generate_with_server_and_client_in_two_images(kit, configs, tmp_path, u
     images = re.findall(r"--container-image (\S+)", script)
     assert images == [SERVICES["KIT_TEST_BASE_SQSH"], images[1]] and images[1].endswith(".sqsh"), images
     assert "#SBATCH hetjob" in script
+
+
+def test_readme_container_example_runs_as_written(kit, configs, tmp_path):
+    """The README's Slurm container config and first command, with only this cluster's paths and names put in."""
+    import shlex
+
+    import yaml
+    from conftest import readme_blocks
+
+    need("KIT_TEST_PYXIS", "pyxis + enroot on the local Slurm")
+    config_text, commands = readme_blocks("slurm-container")
+    config = yaml.safe_load(config_text)
+    data = tmp_path / "lustre_data"
+    data.mkdir()
+    (data / "shard-0.jsonl").write_text("{}\n")
+    config.update(job_dir="JOB_DIR", account="root", partition="debug", mounts=[f"{data}:/data"])
+    config["containers"]["base"] = SERVICES["KIT_TEST_BASE_SQSH"]
+    d = configs("gpu", yaml.safe_dump(config))
+    first = commands.split("\nkit logs")[0].replace("\\\n", " ")
+    argv = shlex.split(first)
+    assert argv[:2] == ["kit", "run_cmd"], argv
+    res = kit(*argv[1:], f"--config_dir={d}")
+    assert res.returncode == 0, res.stdout + res.stderr
+    logs = kit("logs", "--cluster=gpu", f"--config_dir={d}", "ctr").stdout
+    assert "GPUs 0,1" in logs and "shard-0.jsonl" in logs and "/data/hf cache" in logs and "\n42\n" in logs, logs

@@ -5,20 +5,10 @@ afternotok/aftercorr on none)."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
-from conftest import problems, rows, run_committed
-
-README = Path(__file__).resolve().parent.parent / "README.md"
-
-
-def readme_block(marker: str) -> str:
-    text = README.read_text()
-    m = re.search(rf"<!-- example: {marker} -->\n```python\n(.*?)```", text, re.S)
-    assert m, f"README.md has no python block after <!-- example: {marker} -->"
-    return m.group(1)
+from conftest import problems, readme_block, rows, run_committed
 
 
 def run_in_repo(user_repo: Path, tmp_path: Path, name: str, body: str, env: dict | None = None):
