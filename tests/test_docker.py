@@ -49,6 +49,15 @@ def test_docker_job_sees_mounts_and_env_not_host(kit, docker_cluster):
     assert "/kit/code" in out and "hello from the packaged repo" in out
 
 
+def test_missing_mount_source_is_refused_before_docker_creates_it(kit, docker_cluster):
+    """Docker would make a missing bind source as an empty root-owned folder; kit refuses it instead."""
+    args, tmp = docker_cluster
+    res = kit("run_cmd", *args, "--container=base", f"--mount_paths={tmp}/typo:/data2", "--command=ls /data2")
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert f"the source {tmp}/typo does not exist on this machine; create it or fix the mount." in res.stderr
+    assert not (tmp / "typo").exists()
+
+
 def test_dockerfile_container_is_built_and_run(kit, docker_cluster, user_repo):
     args, _ = docker_cluster
     shutil.copytree(REPO_ROOT / "dockerfiles", user_repo / "dockerfiles")

@@ -179,7 +179,7 @@ def test_container_job_through_the_ssh_tunnel(kit, configs, tmp_path):
         executor: slurm
         job_dir: JOB_DIR
         account: root
-        containers: {{base: {SERVICES["KIT_TEST_BASE_SQSH"]}}}
+        containers: {{base: {SERVICES["KIT_TEST_BASE_SQSH"]}, broken: {tmp_path / "broken.sqsh"}}}
         mounts: ['{data}:/data']
         ssh_tunnel:
           host: 127.0.0.1
