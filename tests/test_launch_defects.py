@@ -186,14 +186,34 @@ if __name__ == "__main__":
 """
 
 
+def test_time_limits_are_checked_before_anything_is_packed_or_submitted(kit, configs, user_repo):
+    d = configs("plain", "executor: slurm\njob_dir: JOB_DIR\npartition: debug\n")
+    res = kit("run_cmd", "--cluster=plain", f"--config_dir={d}", "--time_min=1h", "--command=true")
+    assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
+    assert "--time_min is '1h', not a Slurm time; write minutes (90), HH:MM:SS (01:30:00)" in res.stderr
+    assert not (configs.job_dir / "code").exists()  # refused before the code was packed
+    for good in ("90", "30:00", "01:30:00", "1-12", "1-12:30", "2-00:00:00"):
+        res = kit(
+            "run_cmd", "--cluster=plain", f"--config_dir={d}", f"--time_min={good}", "--dry_run", "--command=true"
+        )
+        assert res.returncode == 0 and f"--time={good}" in res.stdout, (good, res.stderr)
+    d = configs("badcfg", "executor: slurm\njob_dir: JOB_DIR\ntimeouts:\n  debug: 4 hours\n")
+    res = kit("run_cmd", "--cluster=badcfg", f"--config_dir={d}", "--command=true")
+    assert res.returncode == 2 and f"{d}/badcfg.yaml: key 'timeouts.debug' is '4 hours', not a Slurm time" in res.stderr
+
+
 def test_a_refused_sbatch_is_one_line_and_cancels_what_was_queued(kit, slurm, user_repo, tmp_path):
     d = slurm("plain", SLURM)
     res = kit("run_cmd", "--cluster=plain", f"--config_dir={d}", "--partition=nope", "--command=true")
     assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1, res.stderr
     assert (
-        "sbatch refused job run_cmd (sbatch: error: Batch job submission failed: Invalid partition name specified)"
-        in res.stderr
+        "sbatch refused job run_cmd (sbatch: error: Batch job submission failed: Invalid partition name specified): "
+        f"partition 'nope' (--partition, or 'partition'/'cpu_partition' in {d}/plain.yaml) is not one this cluster "
+        "accepts; its partitions: debug, cpu." in res.stderr
     )
+    res = kit("run_cmd", "--cluster=plain", f"--config_dir={d}", "--num_gpus=9", "--command=true")
+    assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1, res.stderr
+    assert "no node offers what the job asks (main: 1 node(s), 9 GPU(s)/node); lower --num_gpus" in res.stderr
     proc = run_committed(user_repo, tmp_path, "refused.py", REFUSED, str(d), env=SERVICES)
     assert "sbatch refused job second" in proc.stderr and "the 1 job(s) it had queued were cancelled" in proc.stderr
     env = {**os.environ, **SERVICES}

@@ -11,9 +11,9 @@ from typing import Any
 
 from pipeline_kit.cluster.schema import CLUSTER_KEYS, check_mapping
 from pipeline_kit.errors import UserError
+from pipeline_kit.slurm_time import check_slurm_time
 
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
-_TIME = re.compile(r"^(\d+-)?\d{1,2}:\d{2}:\d{2}$|^\d+$")
 
 
 @dataclass(frozen=True)
@@ -109,12 +109,10 @@ def build_cluster_config(raw: Any, source: str, env: dict[str, str] | None = Non
             raise UserError(
                 f"{source}: key 'ssh_tunnel' only applies to executor 'slurm', not '{executor}'; remove it."
             )
-    for key in ("default_timeout",):
-        if key in data and not _TIME.match(data[key]):
-            raise UserError(f"{source}: key '{key}' is '{data[key]}'; write a Slurm time like 04:00:00 or 1-00:00:00.")
+    if "default_timeout" in data:
+        check_slurm_time(data["default_timeout"], f"{source}: key 'default_timeout'")
     for part, limit in data.get("timeouts", {}).items():
-        if not _TIME.match(limit):
-            raise UserError(f"{source}: key 'timeouts.{part}' is '{limit}'; write a Slurm time like 04:00:00.")
+        check_slurm_time(limit, f"{source}: key 'timeouts.{part}'")
     return ClusterConfig(
         source=source,
         executor=executor,

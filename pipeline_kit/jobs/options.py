@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from pipeline_kit.errors import UserError
 from pipeline_kit.pipeline.model import CommandGroup, Job
+from pipeline_kit.slurm_time import check_slurm_time
 
 
 @dataclass
@@ -28,6 +29,8 @@ class JobOptions:
     def __post_init__(self) -> None:
         if self.dependent_jobs < 0:
             raise UserError(f"--dependent_jobs must be 0 or more, got {self.dependent_jobs}.")
+        if self.time_min is not None:
+            check_slurm_time(self.time_min, "--time_min")
 
     def apply_to(self, group: CommandGroup) -> None:
         """The options' Slurm settings on a CommandGroup, where the group does not set its own."""

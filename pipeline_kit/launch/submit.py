@@ -20,6 +20,7 @@ from pipeline_kit.launch.mounts import check_sources_at_submission
 from pipeline_kit.launch.nemorun_env import import_nemo_run
 from pipeline_kit.launch.packaging import CONTAINER_CODE_DIR, PackagedCode
 from pipeline_kit.launch.remote import remote_run
+from pipeline_kit.launch.sbatch_errors import refusal_reason, what_to_fix
 from pipeline_kit.pipeline.model import Job
 from pipeline_kit.pipeline.pipeline import Pipeline
 from pipeline_kit.pipeline.render import ScriptContext, local_job_script, slurm_group_script
@@ -261,15 +262,13 @@ class Submission:
         queued = [_slurm_id(added) for added in by_task.values() if _slurm_id(added)]
         if queued:
             remote_run(self.pipeline.cluster, f"scancel {' '.join(queued)}", check=False)
-        failed = next((t.name for t, added in by_task.items() if not _slurm_id(added)), "?")
+        failed = next((t for t, added in by_task.items() if not _slurm_id(added)), None)
         stderr = str(getattr(getattr(error, "result", None), "stderr", "") or error)
-        lines = [line.strip() for line in stderr.splitlines() if line.strip()]
-        reason = next((line for line in reversed(lines) if "error" in line.lower()), lines[-1] if lines else "")
+        reason = refusal_reason(stderr)
         undone = f"; the {len(queued)} job(s) it had queued were cancelled" if queued else ""
-        return UserError(
-            f"sbatch refused job {failed} ({reason}){undone}. Fix what it names (a partition, account or limit "
-            f"of {self.pipeline.cluster.source}, or --sbatch_kwargs) and submit again."
-        )
+        hint = what_to_fix(self.pipeline.cluster, failed.job, reason) if failed else "fix what it names"
+        name = failed.name if failed else "?"
+        return UserError(f"sbatch refused job {name} ({reason}): {hint}{undone}. Nothing of it runs; submit again.")
 
 
 def _slurm_id(added) -> str | None:

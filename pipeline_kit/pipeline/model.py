@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pipeline_kit.errors import UserError
+from pipeline_kit.slurm_time import check_slurm_time
 
 AUTO_PORT = "auto"
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -73,6 +74,10 @@ class HardwareConfig:
     exclusive: bool = False
     time_min: str | None = None
     sbatch_kwargs: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.time_min is not None:
+            check_slurm_time(self.time_min, "HardwareConfig.time_min")
 
 
 @dataclass(eq=False)
