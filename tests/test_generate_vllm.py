@@ -84,8 +84,8 @@ class ForegroundServer:
         with urllib.request.urlopen(self.url + "/models", timeout=10) as r:
             assert r.status == 200
 
-    def interrupt(self) -> int:
-        self.proc.send_signal(signal.SIGINT)
+    def interrupt(self, signum: int = signal.SIGINT) -> int:
+        self.proc.send_signal(signum)
         try:
             return self.proc.wait(timeout=90)
         except subprocess.TimeoutExpired:
@@ -158,6 +158,21 @@ def test_transformers_server_type_and_start_server(kit, configs, models, tmp_pat
         assert server.interrupt() == 130
     port = server.url.rsplit(":", 1)[1].split("/")[0]
     assert subprocess.run(["bash", "-c", f"ss -Hltn 'sport = :{port}' | grep -q ."]).returncode == 1, "still serving"
+
+
+def test_start_server_stops_on_sigterm(configs, models, tmp_path):
+    """`kill` of a foreground `kit start_server` acts like Ctrl-C: the server process ends, its port is free."""
+    d = configs("local", cluster_yaml("none", models["KIT_TEST_HF_PYTHON"]))
+    model = f"--model={models['KIT_TEST_TINY_MODEL']}"
+    server = ForegroundServer(tmp_path, "--cluster=local", f"--config_dir={d}", "--server_type=transformers", model)
+    port = server.url.rsplit(":", 1)[1].split("/")[0]
+    assert server.interrupt(signal.SIGTERM) in (130, 143)
+    deadline = time.time() + 15
+    while subprocess.run(["bash", "-c", f"ss -Hltn 'sport = :{port}' | grep -q ."]).returncode == 0:
+        assert time.time() < deadline, "the server still listens after SIGTERM"
+        time.sleep(0.3)
+    left = subprocess.run(["pgrep", "-f", f"transformers serve .* --port {port}"], capture_output=True, text=True)
+    assert not left.stdout.strip(), left.stdout
 
 
 @pytest.mark.slurm

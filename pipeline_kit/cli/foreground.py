@@ -1,5 +1,6 @@
-"""Keeping a service job (a model server, the sandbox) in the foreground: print its address once the scheduler
-placed it, announce when it answers, stop the job on Ctrl-C. Shared by `kit start_server` and `kit start_sandbox`."""
+"""Keeping a service job (a model server, the sandbox) in the foreground: print its address once it answers (a
+script can wait for that line), stop the job on Ctrl-C, SIGTERM or SIGHUP. Shared by `kit start_server` and
+`kit start_sandbox`."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from dataclasses import dataclass
 from typing import Annotated
 
 import typer
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 @dataclass
@@ -43,8 +46,9 @@ class Service:
                 f"--create_tunnel needs an ssh_tunnel section in {cluster.source}; add one or drop the flag."
             )
         # Ctrl-C stops the service even when kit was started with SIGINT ignored (a background job of a script
-        # inherits that, and Python then installs no KeyboardInterrupt handler)
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+        # inherits that, and Python then installs no KeyboardInterrupt handler); `kill` and a closed terminal too
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, signal.default_int_handler)
         pipeline = flags.pipeline(cluster, expname, jobs)
         if flags.dry_run:
             typer.echo(run_pipeline(pipeline, dry_run=True).dry_run_text, nl=False)
@@ -54,7 +58,11 @@ class Service:
         return foreground_here(self, pipeline, expname, port, ready_timeout)
 
 
-def _announce_when_ready(service: Service, url: str, timeout: float, log: str | None, stop: threading.Event) -> None:
+def _announce_when_ready(
+    service: Service, url: str, address_line: str, timeout: float, log: str | None, stop: threading.Event
+) -> None:
+    """The address line, printed only once the service answers (`kit CMD: NAME serves at URL[ on NODE] ...`), then
+    how long it took."""
     from pipeline_kit.inference.server_wait import ServerError, wait_until_ready
 
     try:
@@ -64,15 +72,19 @@ def _announce_when_ready(service: Service, url: str, timeout: float, log: str | 
             typer.echo(f"kit {service.command}: {e}", err=True)
         return
     if not stop.is_set():
+        typer.echo(f"kit {service.command}: {address_line} (Ctrl-C stops it)", err=True)
         typer.echo(f"kit {service.command}: ready after {waited:.0f} s at {url}", err=True)
 
 
 def foreground_here(service: Service, pipeline, expname: str, port: int, ready_timeout: float) -> int:
     """none/local: the job runs until the server exits or Ctrl-C (which cancels it, see launch.submit)."""
     url = f"http://127.0.0.1:{port}{service.path}"
-    typer.echo(f"kit {service.command}: {expname} serves at {url} (Ctrl-C stops it)", err=True)
     stop = threading.Event()
-    threading.Thread(target=_announce_when_ready, args=(service, url, ready_timeout, None, stop), daemon=True).start()
+    threading.Thread(
+        target=_announce_when_ready,
+        args=(service, url, f"{expname} serves at {url}", ready_timeout, None, stop),
+        daemon=True,
+    ).start()
     from pipeline_kit.launch import run_pipeline
 
     result = run_pipeline(pipeline, wait=True)
@@ -119,10 +131,12 @@ def foreground_on_slurm(
             forward = ["-N", "-o", "ExitOnForwardFailure=yes", "-L", f"127.0.0.1:{local}:{node}:{port}"]
             tunnel = subprocess.Popen([*ssh_argv(cluster)[:-1], *forward, ssh_argv(cluster)[-1]])
             url = f"http://127.0.0.1:{local}{service.path}"
-        typer.echo(f"kit {service.command}: {expname} serves at {url} on {node} (Ctrl-C stops it)", err=True)
+        typer.echo(f"kit {service.command}: {expname} runs on {node}; waiting for it to answer", err=True)
         local_log = None if cluster.ssh_tunnel else log
         threading.Thread(
-            target=_announce_when_ready, args=(service, url, ready_timeout, local_log, stop), daemon=True
+            target=_announce_when_ready,
+            args=(service, url, f"{expname} serves at {url} on {node}", ready_timeout, local_log, stop),
+            daemon=True,
         ).start()
         while True:
             rows = slurm_rows(cluster, [job_id])

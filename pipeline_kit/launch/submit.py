@@ -278,7 +278,7 @@ def _slurm_id(added) -> str | None:
 
 @contextlib.contextmanager
 def _cancel_on_interrupt(cluster, record: records.ExperimentRecord):
-    """On none and Docker, Ctrl-C cancels the running jobs (a none script stops what it started; Docker kills the
+    """On none and Docker, Ctrl-C (or SIGTERM, SIGHUP) cancels the running jobs (a none script stops what it started; Docker kills the
     container), so nemo-run's wait ends normally with the jobs CANCELLED. A KeyboardInterrupt inside that wait would
     leave it hanging on its threads."""
     import signal
@@ -299,11 +299,14 @@ def _cancel_on_interrupt(cluster, record: records.ExperimentRecord):
             if not rc_file.exists():
                 records.write_atomic(rc_file, CANCELLED_RC + "\n")
 
-    previous = signal.signal(signal.SIGINT, cancel)
+    # a `kill` and a closed terminal stop the jobs as Ctrl-C does
+    stop_signals = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    previous = {signum: signal.signal(signum, cancel) for signum in stop_signals}
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def _describe_request(request) -> str:
