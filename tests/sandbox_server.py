@@ -18,19 +18,11 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 NOBODY = 65534
 
 
-class SandboxServer:
-    def __init__(self, *args: str, port: int | None = None):
-        self.port = port or free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "pipeline_kit.sandbox.server", "--port", str(self.port), *args],
-            cwd=REPO_ROOT,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        line = self.proc.stdout.readline()
-        assert "serving on" in line, line + self.proc.stdout.read()
+class SandboxClient:
+    """Calls a sandbox server at `url` (this host's, or one on a Slurm node)."""
+
+    def __init__(self, url: str):
+        self.url = url
 
     def call(self, method: str, path: str, body=None, headers=None, timeout: float = 120) -> tuple[int, dict]:
         data = None if body is None else (body if isinstance(body, bytes) else json.dumps(body).encode())
@@ -52,7 +44,34 @@ class SandboxServer:
         return body
 
     def healthy(self) -> bool:
-        return self.proc.poll() is None and self.call("GET", "/health")[1]["status"] == "ok"
+        return self.call("GET", "/health")[1]["status"] == "ok"
+
+
+class SandboxServer(SandboxClient):
+    """The server on this host, on a free port. `startup_log`: what it printed before it served (the isolation
+    layers it had to drop, if any)."""
+
+    def __init__(self, *args: str, port: int | None = None, python: str = sys.executable, env: dict | None = None):
+        self.port = port or free_port()
+        super().__init__(f"http://127.0.0.1:{self.port}")
+        self.proc = subprocess.Popen(
+            [python, "-m", "pipeline_kit.sandbox.server", "--port", str(self.port), *args],
+            cwd=REPO_ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        self.startup_log = []
+        for line in self.proc.stdout:
+            if "serving on" in line:
+                break
+            self.startup_log.append(line)
+        else:
+            raise AssertionError("the sandbox server did not start:\n" + "".join(self.startup_log))
+
+    def healthy(self) -> bool:
+        return self.proc.poll() is None and super().healthy()
 
     def stop(self) -> None:
         self.proc.terminate()

@@ -52,7 +52,7 @@ CONFIG_CASES = [
     (
         "bad timeout",
         "executor: slurm\njob_dir: JOB_DIR\ndefault_timeout: soon\n",
-        ["default_timeout", "04:00:00"],
+        ["default_timeout", "'soon', not a Slurm time", "01:30:00"],
     ),
     ("bad dependency_type", GOOD + "dependency_type: afterwards\n", ["dependency_type", "afterany"]),
     ("invalid yaml", "executor: none\njob_dir: [unclosed\n", ["not valid YAML"]),
@@ -81,11 +81,13 @@ def test_bad_cluster_config(kit, configs, name, text, needles):
 FLAG_CASES = [
     (["--command=echo", "--sbatch_kwargs={not json"], ["--sbatch_kwargs", "JSON"]),
     (["--command=echo", "--sbatch_kwargs=[1]"], ["--sbatch_kwargs", "object"]),
-    (["--command=echo", "--log_dirr=/tmp/x"], ["--log_dirr", "Did you mean 'log_dir'"]),
+    (["--command=echo", "--log_dirr=/tmp/x"], ["no such option --log_dirr; did you mean --log_dir?"]),
+    (["--comand=echo"], ["no such option --comand; did you mean --command?"]),  # the command's own flag
+    (["--command=echo", "--num_gpu", "2"], ["no such option --num_gpu; did you mean --num_gpus?"]),
     (["--command=echo", "stray"], ["'stray'", "++key=value"]),
     (["--command="], ["--command is empty"]),
     (["--command=echo", "--num_gpus=-1"], ["--num_gpus"]),
-    (["--command=echo", "--cluster=nosuchcluster"], ["nosuchcluster", "kit setup"]),
+    (["--command=echo", "--cluster=nosuchcluster"], ["nosuchcluster", "kit setup", "configs there are good"]),
     (["--command=echo", "--cluster=/no/such/file.yaml"], ["/no/such/file.yaml", "no such file"]),
     (["--command=echo", "--mount_paths=relative"], ["--mount_paths", "relative"]),
     (["--command=echo", "--dependent_jobs=-2"], ["--dependent_jobs"]),
@@ -132,3 +134,28 @@ def test_unreachable_docker_daemon_is_one_line(kit, configs):
     assert res.returncode == 2, res.stderr
     assert "cannot reach the Docker daemon at unix:///nonexistent/docker.sock" in res.stderr
     assert len(res.stderr.strip().splitlines()) == 1, res.stderr
+
+
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["setup", "--acount=x"], "no such option --acount; did you mean --account?"),
+        (["status", "--clustr=none", "x"], "no such option --clustr; did you mean --cluster?"),
+        (["generate", "--server_prot=8000"], "no such option --server_prot; did you mean --server_port?"),
+        (["start_sandbox", "--sandbox_prot=6000"], "no such option --sandbox_prot; did you mean --sandbox_port?"),
+        (["run_cmd", "--xyzzy=1"], "no such option --xyzzy (see `kit run_cmd --help`)"),
+    ],
+)
+def test_misspelled_flag_gets_a_did_you_mean(kit, args, needle):
+    assert one_error_line(kit(*args)) == f"kit: error: {needle}"
+
+
+def test_unknown_cluster_names_the_folders_and_the_configs_there(kit, configs, user_repo):
+    from pipeline_kit.cluster.lookup import PACKAGE_CONFIGS
+
+    d = configs("slurm-a100", GOOD)
+    configs("laptop", GOOD)
+    line = one_error_line(kit("run_cmd", "--cluster=slurm-a10", f"--config_dir={d}", "--command=echo"))
+    assert f"no slurm-a10.yaml in {d}, {user_repo / 'cluster_configs'} (no such folder), {PACKAGE_CONFIGS}" in line
+    assert "the configs there are laptop, slurm-a100, " in line and "none" in line  # the package's examples too
+    assert "Did you mean 'slurm-a100'?" in line and "kit setup --cluster=slurm-a10" in line

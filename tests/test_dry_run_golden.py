@@ -238,3 +238,24 @@ def test_python_job_builders_match_kit_generate(golden_configs, user_repo, tmp_p
     proc = run_committed(user_repo, tmp_path, "stages.py", BUILDER_SCRIPT, str(config_dir), case)
     assert proc.returncode == 0, proc.stderr
     assert normalise(proc.stdout, tmp_path) == (GOLDEN / f"{case}.txt").read_text()
+
+
+def test_slurm_without_job_name_prefix_or_account(kit, configs):
+    """Job names are the plain names (nemo-run alone writes `-.hello` and `log--.gen-0`), with no --account=''."""
+    d = configs("bare", "executor: slurm\njob_dir: JOB_DIR\npartition: debug\n")
+    common = ["--cluster=bare", f"--config_dir={d}", "--dry_run"]
+    run = kit("run_cmd", *common, "--expname=hello", "--command=true")
+    het = kit(
+        "generate",
+        *common,
+        "--expname=gen",
+        "--model=/models/qwen",
+        "--server_gpus=8",
+        "--input_file=/data/in.jsonl",
+        "--output_dir=/out",
+    )
+    for res, names in ((run, ["hello"]), (het, ["gen-0", "gen-1"])):
+        assert res.returncode == 0, res.stderr
+        assert re.findall(r"^#SBATCH --job-name=(.*)$", res.stdout, re.M) == names
+        assert "--account" not in res.stdout
+        assert not re.search(r"(sbatch_|log-)[-.]", res.stdout), res.stdout  # file names start with the name too

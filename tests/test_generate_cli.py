@@ -5,6 +5,8 @@ array, a client-only array on the real Slurm, and the flag errors. Real vLLM run
 from __future__ import annotations
 
 import json
+import os
+import stat
 import sys
 
 import pytest
@@ -209,3 +211,24 @@ def test_only_the_first_job_of_a_chain_reruns_the_rest_resume(kit, none_cluster,
     res = kit("generate", *args, "--rerun_done", "--dependent_jobs=2")
     assert res.returncode == 0, res.stderr
     assert res.stdout.count("==== job generate") == 3 and res.stdout.count("++rerun_done=true") == 1
+
+
+@pytest.mark.parametrize("mask, want", [(0o022, 0o644), (0o077, 0o600)], ids=["umask022", "umask077"])
+def test_outputs_done_and_merged_files_have_the_umask_mode(kit, none_cluster, stub, tmp_path, mask, want):
+    server = stub()
+    inp = problems(tmp_path, 4)
+    args = [*none_cluster, *endpoint(server), f"--input_file={inp}"]
+    old = os.umask(mask)  # the kit process, and the job it runs, inherit it
+    try:
+        merged = kit("generate", *args, f"--output_dir={tmp_path / 'merged'}", "--num_chunks=2")
+        single = kit("generate", *args, f"--output_dir={tmp_path / 'single'}", "--random_seeds=1")
+    finally:
+        os.umask(old)
+    assert merged.returncode == 0 and single.returncode == 0, merged.stderr + single.stderr
+    files = [
+        "merged/output.jsonl",
+        "merged/output.jsonl.done",
+        "single/output-rs1.jsonl",
+        "single/output-rs1.jsonl.done",
+    ]
+    assert {f: oct(stat.S_IMODE((tmp_path / f).stat().st_mode)) for f in files} == dict.fromkeys(files, oct(want))

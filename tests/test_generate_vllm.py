@@ -160,6 +160,24 @@ def test_transformers_server_type_and_start_server(kit, configs, models, tmp_pat
     assert subprocess.run(["bash", "-c", f"ss -Hltn 'sport = :{port}' | grep -q ."]).returncode == 1, "still serving"
 
 
+def test_vllm_that_fails_at_start_is_reported_with_its_root_cause(kit, configs, models, tmp_path):
+    """A KV cache larger than the machine: vLLM's cause is line ~60 of ~200, its last line only "see root cause
+    above". kit's report names the service, its exit code and that cause line."""
+    d = configs(
+        "local", cluster_yaml("none", models["KIT_TEST_VLLM_PYTHON"]).replace("KVCACHE_SPACE=1", "KVCACHE_SPACE=400")
+    )
+    server = ["--server_type=vllm", f"--model={models['KIT_TEST_TINY_MODEL']}", VLLM_ARGS]
+    res, _ = generate(kit, ["--cluster=local", f"--config_dir={d}", "--expname=oom"], tmp_path, 2, *server)
+    assert res.returncode == 1, res.stdout + res.stderr
+    why = res.stdout.split("--- why job oom failed:\n", 1)[1].splitlines()
+    assert why[0] == "kit: service 'server' exited with code 1 before the other commands ended", why
+    assert re.search(
+        r"kit:   server\.log: .*ValueError: Available memory on node 0 .* less than requested memory", why[1]
+    )
+    logs = kit("logs", "--cluster=local", f"--config_dir={d}", "oom").stdout
+    assert why[1] in logs
+
+
 def test_start_server_stops_on_sigterm(configs, models, tmp_path):
     """`kill` of a foreground `kit start_server` acts like Ctrl-C: the server process ends, its port is free."""
     d = configs("local", cluster_yaml("none", models["KIT_TEST_HF_PYTHON"]))

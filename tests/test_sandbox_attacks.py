@@ -3,17 +3,16 @@ unharmed: the server stays healthy, no process of the attack outlives it, and th
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from pathlib import Path
 
 import pytest
+import sandbox_cases as cases
+from sandbox_cases import LIMITS
 from sandbox_server import SandboxServer, sandbox_pids, wait_for_census
 
 from pipeline_kit.sandbox.executions import STATUS_GRACE
-
-LIMITS = ["--memory_gb", "1", "--file_size_mb", "64", "--tmp_size_mb", "128", "--processes", "32"]
 
 
 @pytest.fixture(scope="module")
@@ -88,13 +87,7 @@ def test_fork_bomb_is_capped_and_cleaned_up(unharmed):
 
 
 def test_thread_bomb_hits_the_process_limit(unharmed):
-    code = (
-        "import threading, time\nn = 0\ntry:\n    while True:\n"
-        "        threading.Thread(target=time.sleep, args=(30,), daemon=True).start()\n        n += 1\n"
-        "except RuntimeError as e:\n    print('stopped after', n, e)"
-    )
-    res = unharmed.run(code, timeout=10)
-    assert "stopped after" in res["stdout"] and int(res["stdout"].split()[2]) < 32
+    cases.thread_bomb_hits_the_process_limit(unharmed.run)
 
 
 def test_setsid_double_fork_orphan_dies_with_the_execution(unharmed):
@@ -134,17 +127,11 @@ def test_binary_garbage_output_is_decoded_safely(unharmed):
 
 
 def test_1_gb_file_write_hits_the_file_size_limit(unharmed):
-    code = "with open('big', 'wb') as f:\n    for _ in range(1024):\n        f.write(b'x' * 2**20)"
-    res = unharmed.run(code, timeout=30)
-    assert res["status"] == "error" and "File too large" in res["stderr"]
+    cases.big_file_write_hits_the_file_size_limit(unharmed.run)
 
 
 def test_many_files_fill_only_the_private_tmp(unharmed):
-    code = "for i in range(100):\n    with open(f'/tmp/f{i}', 'wb') as f:\n        f.write(b'x' * 60 * 2**20)"
-    res = unharmed.run(code, timeout=30)
-    assert res["status"] == "error" and "No space left" in res["stderr"]
-    again = unharmed.run("import os\nprint(os.listdir('/tmp'))")
-    assert again["stdout"] == "[]\n"  # the next execution gets a new, empty /tmp
+    cases.many_files_fill_only_the_private_tmp(unharmed.run)
 
 
 def test_large_stdin_is_delivered_and_an_unread_one_does_not_block(unharmed):
@@ -162,43 +149,15 @@ def test_request_larger_than_the_limit_is_refused(sandbox):
 
 
 def test_connect_to_a_port_the_test_listens_on_fails(unharmed):
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(1)
-    listener.settimeout(2)
-    port = listener.getsockname()[1]
-    got = []
-    threading.Thread(target=lambda: got.append(_accept(listener)), daemon=True).start()
-    code = f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=2)"
-    res = unharmed.run(code)
-    assert res["status"] == "error" and "Network is unreachable" in res["stderr"]
-    time.sleep(2.2)
-    assert got == [None], "the listener saw a connection from the sandbox"
-    listener.close()
-
-
-def _accept(listener):
-    try:
-        return listener.accept()
-    except OSError:
-        return None
+    cases.connect_to_a_port_the_test_listens_on_fails(unharmed.run)
 
 
 def test_outside_addresses_and_dns_are_unreachable(unharmed):
-    code = (
-        "import socket\nfor target in [('1.1.1.1', 80), ('deb.debian.org', 80), ('pypi.org', 443)]:\n"
-        "    try:\n        socket.create_connection(target, timeout=2)\n        print('CONNECTED', target)\n"
-        "    except OSError as e:\n        print('blocked', e.errno)\n"
-        "print(sorted(name for _, name in socket.if_nameindex()))"
-    )
-    res = unharmed.run(code)
-    assert "CONNECTED" not in res["stdout"] and res["stdout"].count("blocked") == 3
-    assert res["stdout"].endswith("['lo']\n")
+    cases.outside_addresses_and_dns_are_unreachable(unharmed.run)
 
 
 def test_raw_sockets_are_refused(unharmed):
-    res = unharmed.run("import socket\nsocket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)")
-    assert res["status"] == "error" and "PermissionError" in res["stderr"]
+    cases.raw_sockets_are_refused(unharmed.run)
 
 
 def test_files_it_must_not_see(unharmed, tmp_path):
@@ -206,28 +165,11 @@ def test_files_it_must_not_see(unharmed, tmp_path):
     secret.write_text("top secret")
     checkout_file = Path(__file__).resolve().parents[1] / "pyproject.toml"  # this checkout, wherever it lives
     assert checkout_file.is_file()
-    code = (
-        "import os\nfor path in ['/etc/shadow', '/root/.ssh', '/home', '/var', '/sys/kernel', "
-        f"'/proc/1/environ', {str(secret)!r}, {str(checkout_file)!r}]:\n"
-        "    try:\n        print(path, 'READ', open(path).read()[:20])\n"
-        "    except OSError as e:\n        print(path, type(e).__name__)\n"
-        "print(sorted(p for p in os.listdir('/proc') if p.isdigit()))"
-    )
-    res = unharmed.run(code)
-    assert "READ" not in res["stdout"].replace("/proc/1/environ READ", "")  # its own environ is its own
-    assert "top secret" not in res["stdout"]
-    assert res["stdout"].splitlines()[-1] == "['1']"  # only itself in its PID namespace
+    cases.files_it_must_not_see(unharmed.run, str(secret), str(checkout_file))
 
 
 def test_writing_the_host_filesystem_fails(unharmed):
-    code = (
-        "for path in ['/usr/evil', '/etc/passwd', '/bin/sh', '/evil']:\n    try:\n"
-        "        open(path, 'a').write('x')\n        print(path, 'WROTE')\n"
-        "    except OSError as e:\n        print(path, e.strerror)"
-    )
-    res = unharmed.run(code)
-    lines = res["stdout"].splitlines()
-    assert len(lines) == 4 and all(line.endswith(("Read-only file system", "Permission denied")) for line in lines)
+    cases.writing_the_host_filesystem_fails(unharmed.run)
 
 
 def test_killing_the_parent_and_everything_else(unharmed):

@@ -30,7 +30,7 @@ CALLER = (
 def test_start_sandbox_prints_its_address_and_stops_on_ctrl_c(user_repo, tmp_path):
     env = {**os.environ, **SERVICES, "KIT_HOME": str(tmp_path / "home"), "PATH": f"{BIN}:{os.environ['PATH']}"}
     proc = subprocess.Popen(
-        [str(BIN / "kit"), "start_sandbox", "--cluster=none", "--port=0"],
+        [str(BIN / "kit"), "start_sandbox", "--cluster=none", "--sandbox_port=0"],
         cwd=user_repo,
         env=env,
         stderr=subprocess.PIPE,
@@ -38,12 +38,12 @@ def test_start_sandbox_prints_its_address_and_stops_on_ctrl_c(user_repo, tmp_pat
     )
     out = proc.stderr.readline()
     proc.kill()
-    assert "--port=0 is not a TCP port" in out + proc.stderr.read()
+    assert "--sandbox_port=0 is not a TCP port" in out + proc.stderr.read()
     from conftest import free_port
 
     port = free_port()
     proc = subprocess.Popen(
-        [str(BIN / "kit"), "start_sandbox", "--cluster=none", f"--port={port}"],
+        [str(BIN / "kit"), "start_sandbox", "--cluster=none", f"--sandbox_port={port}"],
         cwd=user_repo,
         env=env,
         stderr=subprocess.PIPE,
@@ -180,7 +180,9 @@ def test_tir_generation_with_the_sandbox_as_its_own_het_component(kit, configs, 
         ("generate", ["--with_sandbox", "--sandbox_port=70000"], "--sandbox_port=70000 is not a TCP port"),
         ("generate", ["--with_sandbox", "--sandbox_container=nope"], "nope"),
         ("run_cmd", ["--with_sandbox", "--sandbox_port=-1"], "--sandbox_port=-1 is not a TCP port"),
-        ("start_sandbox", ["--port=70000"], "--port=70000 is not a TCP port"),
+        ("start_sandbox", ["--sandbox_port=70000"], "--sandbox_port=70000 is not a TCP port"),
+        ("start_sandbox", ["--port=70000"], "--port=70000 is not a TCP port"),  # the old name, still checked
+        ("start_sandbox", ["--port=6000", "--sandbox_port=6000"], "pass only --sandbox_port"),
         ("start_sandbox", ["--create_tunnel"], "--create_tunnel needs an ssh_tunnel section"),
     ],
 )
@@ -201,3 +203,16 @@ def test_sandbox_flag_errors_are_one_line_exit_2(kit, configs, tmp_path, command
     res = kit(command, "--cluster=local-procs", f"--config_dir={d}", *own, *flags)
     assert res.returncode == 2, res.stdout + res.stderr
     assert needle in res.stderr and len(res.stderr.strip().splitlines()) == 1, res.stderr
+
+
+def test_start_sandbox_port_flag_is_sandbox_port_and_the_old_port_still_works(kit, configs):
+    d = configs("local-procs", "executor: none\njob_dir: JOB_DIR\n")
+    args = ["start_sandbox", "--cluster=local-procs", f"--config_dir={d}", "--dry_run"]
+    new = kit(*args, "--sandbox_port=6123")
+    assert new.returncode == 0 and new.stderr == "", new.stderr
+    old = kit(*args, "--port=6123")
+    assert old.returncode == 0, old.stderr
+    assert old.stderr == "kit: warning: --port is deprecated; use --sandbox_port (the same flag as --with_sandbox's).\n"
+    assert "KIT_PORT=6123" in new.stdout and "KIT_PORT=6123" in old.stdout
+    shown = kit("start_sandbox", "--help").stdout
+    assert "--sandbox_port" in shown and "--port " not in shown  # the old name is hidden

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 from sandbox_server import SandboxServer, sandbox_pids, wait_for_census
@@ -218,3 +222,33 @@ def test_worker_that_dies_is_restarted(sandbox):
     results = [sandbox.run("print('ok')")["stdout"] for _ in range(4)]
     assert results == ["ok\n"] * 4
     assert sandbox.call("GET", "/health")[1]["worker_restarts"] == health["worker_restarts"] + 1
+
+
+def test_a_python_without_numpy_and_sympy_is_named_at_start_and_in_health(tmp_path):
+    """The sandbox run by an interpreter that has aiohttp but not the math libraries code imports."""
+    import site
+
+    libs = tmp_path / "site"
+    libs.mkdir()
+    for entry in Path(site.getsitepackages()[0]).iterdir():
+        if not entry.name.lower().startswith(("numpy", "sympy", "mpmath", "_distutils", "distutils-precedence")):
+            (libs / entry.name).symlink_to(entry)
+    # a bare venv of the base interpreter (whose own site-packages has both); aiohttp and the rest come by PYTHONPATH
+    subprocess.run(
+        [Path(sys.base_prefix) / "bin" / "python3", "-m", "venv", "--without-pip", tmp_path / "v"], check=True
+    )
+    python = str(tmp_path / "v" / "bin" / "python3")
+    server = SandboxServer(python=python, env={**os.environ, "PYTHONPATH": str(libs)})
+    try:
+        warning = [line for line in server.startup_log if "warning" in line]
+        assert len(warning) == 1 and "lacks numpy, sympy, which math code imports" in warning[0], server.startup_log
+        assert server.call("GET", "/health")[1]["missing_libraries"] == ["numpy", "sympy"]
+        assert server.run("import sympy")["status"] == "error"
+    finally:
+        server.stop()
+    with_them = SandboxServer()
+    try:
+        assert with_them.call("GET", "/health")[1]["missing_libraries"] == []
+        assert not [line for line in with_them.startup_log if "lacks" in line]
+    finally:
+        with_them.stop()

@@ -23,6 +23,14 @@ def test_vllm_single_node_tensor_parallel_and_args():
     )
 
 
+def test_vllm_on_cpu_gets_a_kv_cache_that_fits_unless_the_user_sized_it():
+    """vLLM CPU would reserve 0.9 of the node's memory and refuse to start when less is free."""
+    assert command("vllm", gpus=0).startswith('VLLM_CPU_KVCACHE_SPACE="${VLLM_CPU_KVCACHE_SPACE:-2}" ${KIT_SERVER')
+    for own in ("--kv-cache-memory-bytes 1073741824", "--gpu-memory-utilization 0.5"):
+        assert command("vllm", gpus=0, server_args=own).startswith("${KIT_SERVER_PYTHON")
+    assert command("vllm", gpus=1).startswith("${KIT_SERVER_PYTHON")
+
+
 def test_vllm_multi_node_goes_through_ray():
     cmd = command("vllm", gpus=8, nodes=2, served_model_name="qwen")
     assert cmd.startswith('if [ "${SLURM_PROCID:-0}" = 0 ]; then ray start --head --port=6379 && ')

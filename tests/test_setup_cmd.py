@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import os
 import pty
+import stat
 import subprocess
 import time
+from contextlib import contextmanager
 
+import pytest
 import yaml
-from conftest import BIN
+from conftest import BIN, SERVICES, need
 
 
 def test_setup_from_flags_writes_a_config_that_runs(kit, tmp_path):
@@ -43,6 +46,8 @@ def test_setup_rejects_bad_values_and_writes_nothing(kit, tmp_path):
         (["--executor=none", "--job_dir=relative/jobs"], "job_dir"),
         (["--executor=none", f"--job_dir={tmp_path}", "--container=noequals"], "--container"),
         (["--executor=none", f"--job_dir={tmp_path}", "--mount=/no/such/src:/dst"], "/no/such/src"),
+        (["--executor=none", f"--job_dir={tmp_path}", "--cpu_partition=cpu"], "--cpu_partition only applies to"),
+        (["--executor=slurm", f"--job_dir={tmp_path}", "--default_timeout=4h"], "default_timeout"),
     ]
     for args, needle in cases:
         res = kit("setup", "--cluster=bad", f"--config_dir={d}", *args)
@@ -67,7 +72,8 @@ def test_setup_asks_at_a_terminal(tmp_path):
     os.close(replica)
     transcript = b""
     answers = [(b"Config name", b"cluster9"), (b"Executor", b"slurm"), (b"Job dir", str(job_dir).encode())]
-    answers += [(b"Slurm account", b"acct"), (b"Slurm partition", b"gpu")]
+    answers += [(b"Slurm account", b"acct"), (b"Slurm partition", b"gpu"), (b"Slurm CPU partition", b"cpu")]
+    answers += [(b"Slurm time limit", b"02:00:00"), (b"Slurm job name prefix", b"")]  # empty: left out
     deadline = time.time() + 60
     while answers and time.time() < deadline:
         transcript += os.read(primary, 4096)
@@ -83,4 +89,94 @@ def test_setup_asks_at_a_terminal(tmp_path):
         "job_dir": str(job_dir),
         "account": "acct",
         "partition": "gpu",
+        "cpu_partition": "cpu",
+        "default_timeout": "02:00:00",
     }
+
+
+def test_setup_writes_the_slurm_keys_from_flags(kit, tmp_path):
+    d = tmp_path / "cc"
+    flags = ["--account=acct", "--partition=gpu", "--cpu_partition=cpu", "--default_timeout=04:00:00"]
+    res = kit(
+        "setup",
+        "--cluster=s",
+        f"--config_dir={d}",
+        "--executor=slurm",
+        f"--job_dir={tmp_path}",
+        *flags,
+        "--job_name_prefix=team_",
+    )
+    assert res.returncode == 0, res.stderr
+    assert yaml.safe_load((d / "s.yaml").read_text()) == {
+        "executor": "slurm",
+        "job_dir": str(tmp_path),
+        "account": "acct",
+        "partition": "gpu",
+        "cpu_partition": "cpu",
+        "default_timeout": "04:00:00",
+        "job_name_prefix": "team_",
+    }
+
+
+@contextmanager
+def umask(mask: int):
+    old = os.umask(mask)
+    try:
+        yield
+    finally:
+        os.umask(old)
+
+
+def mode(path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+@pytest.mark.parametrize("mask, want", [(0o022, 0o644), (0o077, 0o600)], ids=["umask022", "umask077"])
+def test_setup_config_has_the_umask_mode_unless_it_holds_env_values(kit, tmp_path, mask, want):
+    d = tmp_path / "cc"
+    base = [f"--config_dir={d}", "--executor=none", f"--job_dir={tmp_path}"]
+    with umask(mask):
+        shared = kit("setup", "--cluster=shared", *base, "--env_var=PATH")  # the value is read at submission
+        secret = kit("setup", "--cluster=secret", *base, "--env_var=TOKEN=abc123")
+    assert shared.returncode == 0 and secret.returncode == 0, shared.stderr + secret.stderr
+    assert mode(d / "shared.yaml") == want
+    assert mode(d / "secret.yaml") == 0o600  # a value in env_vars may be a token: owner only, whatever the umask
+    assert "readable only by you" in secret.stdout
+
+
+def slurm_setup(kit, tmp_path, name, *flags, env=None):
+    d = tmp_path / "cc"
+    return kit(
+        "setup", f"--cluster={name}", f"--config_dir={d}", "--executor=slurm", f"--job_dir={tmp_path}", *flags, env=env
+    )
+
+
+@pytest.mark.slurm
+def test_setup_warns_about_partitions_and_accounts_slurm_does_not_list(kit, tmp_path):
+    need("SLURM_CONF", "the local Slurm cluster")
+    bad = slurm_setup(kit, tmp_path, "bad", "--partition=gpu", "--cpu_partition=cpu", "--account=nosuchacct")
+    assert bad.returncode == 0, bad.stderr  # a warning, not an error: the file is written
+    warnings = bad.stderr.splitlines()
+    assert len(warnings) == 2 and all(w.startswith("kit: warning: ") for w in warnings), bad.stderr
+    assert "partition 'gpu' is not a partition of this cluster (sinfo lists: debug, cpu)" in warnings[0]
+    assert "account 'nosuchacct' is not one of your Slurm accounts (sacctmgr lists: root)" in warnings[1]
+    assert (tmp_path / "cc" / "bad.yaml").exists()
+
+    good = slurm_setup(kit, tmp_path, "good", "--partition=debug", "--cpu_partition=cpu", "--account=root")
+    assert good.returncode == 0 and good.stderr == "", good.stderr
+
+
+@pytest.mark.slurm
+@pytest.mark.ssh
+def test_setup_asks_slurm_over_the_ssh_tunnel_it_configures(kit, tmp_path):
+    need("KIT_TEST_SSH_KEY", "the loopback sshd")
+    broken = tmp_path / "empty-slurm.conf"  # sinfo here fails at once: only the login node's sinfo can answer
+    broken.write_text("")
+    env = {"SLURM_CONF": str(broken)}
+    here = slurm_setup(kit, tmp_path, "here", "--partition=gpu", env=env)
+    assert here.returncode == 0 and here.stderr == "", here.stderr  # Slurm cannot be asked: nothing is said
+    tunnel = ["--ssh_host=127.0.0.1", "--ssh_user=root", f"--ssh_port={SERVICES['KIT_TEST_SSH_PORT']}"]
+    tunnel += [f"--ssh_identity={SERVICES['KIT_TEST_SSH_KEY']}", f"--ssh_job_dir={tmp_path / 'remote'}"]
+    remote = slurm_setup(kit, tmp_path, "remote", "--partition=gpu", *tunnel, env=env)
+    assert remote.returncode == 0, remote.stderr
+    assert "partition 'gpu' is not a partition of this cluster (sinfo lists: debug, cpu)" in remote.stderr

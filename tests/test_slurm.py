@@ -243,3 +243,20 @@ def test_ssh_tunnel_runs_job_and_fetches_log(kit, configs, tmp_path):
     logs = kit("logs", *args, "tunnel")
     assert "via ssh on node" in logs.stdout and "hello from the packaged repo" in logs.stdout, logs.stdout
     assert str(remote) in logs.stdout  # the logs were read on the cluster side
+
+
+def test_job_names_without_prefix_or_account_are_the_plain_names(kit, configs):
+    """No job_name_prefix and no account: nemo-run alone would name the job `-.plain` and write --account=''."""
+    need("SLURM_CONF", "the local Slurm cluster")
+    d = configs("bare", "executor: slurm\njob_dir: JOB_DIR\npartition: debug\n")
+    res = kit("run_cmd", "--cluster=bare", f"--config_dir={d}", "--expname=plain", "--wait", "--command=echo hi")
+    assert res.returncode == 0, res.stdout + res.stderr
+    slurm_id = re.search(r"slurm job (\d+)", res.stdout)[1]
+    argv = ["sacct", "-n", "-P", "-X", "-j", slurm_id, "-o", "JobName,Account"]
+    deadline = time.time() + 30
+    while True:  # slurmdbd may still hold the job as `allocation` for a moment
+        row = subprocess.run(argv, capture_output=True, text=True, env={**os.environ, **SERVICES}).stdout.strip()
+        if row == "plain|root" or time.time() > deadline:
+            break
+        time.sleep(0.5)
+    assert row == "plain|root"  # the user's default account

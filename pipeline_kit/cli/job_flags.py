@@ -9,7 +9,7 @@ from dataclasses import dataclass, fields, is_dataclass
 from typing import Annotated, get_type_hints
 
 import typer
-from typer._click.exceptions import UsageError  # typer >= 0.29 vendors click
+from typer._click.exceptions import NoSuchOption, UsageError  # typer >= 0.29 vendors click
 
 from pipeline_kit.errors import UserError
 
@@ -114,17 +114,15 @@ class JobFlags:
 _NAMES = {f.name for f in fields(JobFlags) if f.name != "extra_args"}
 
 
-def check_extra_args(args: list[str]) -> tuple[str, ...]:
-    """Only `++key=value` passes through; any other unknown argument is a mistake."""
-    for a in args:
+def check_extra_args(ctx: typer.Context) -> tuple[str, ...]:
+    """Only `++key=value` passes through; any other unknown argument is a mistake (an unknown --flag is reported
+    with a did-you-mean over the command's own flags, by pipeline_kit.cli.main)."""
+    for a in ctx.args:
         if not (a.startswith("++") and "=" in a and len(a.split("=", 1)[0]) > 2):
             if a.startswith("--"):
-                from pipeline_kit.cluster.schema import did_you_mean
-
-                name = a[2:].split("=", 1)[0]
-                raise UsageError(f"no such option --{name}.{did_you_mean(name, sorted(_NAMES))}")
-            raise UsageError(f"unexpected argument '{a}'; inner-script arguments are written ++key=value.")
-    return tuple(args)
+                raise NoSuchOption(a.split("=", 1)[0], ctx=ctx)
+            raise UsageError(f"unexpected argument '{a}'; inner-script arguments are written ++key=value.", ctx=ctx)
+    return tuple(ctx.args)
 
 
 def flag_parameters(cls) -> list[inspect.Parameter]:
@@ -158,7 +156,7 @@ def job_command(app: typer.Typer, name: str, help: str):
         def wrapper(ctx: typer.Context, **kwargs):
             flags = JobFlags(
                 **{k: kwargs.pop(k) for k in list(kwargs) if k in _NAMES},
-                extra_args=check_extra_args(list(ctx.args)),
+                extra_args=check_extra_args(ctx),
             )
             for arg, cls in sets.items():
                 kwargs[arg] = cls(**{f.name: kwargs.pop(f.name) for f in fields(cls)})
@@ -204,11 +202,15 @@ def run_jobs(flags: JobFlags, cluster, expname: str, jobs: list) -> int:
             f"submitted experiment {expname}; follow it with `kit status --cluster={flags.cluster or 'none'} {expname}`"
         )
         return 0
-    if cluster.executor != "slurm":
-        from pipeline_kit.launch.monitor import log_files, tail
+    from pipeline_kit.launch.monitor import failure_report, log_files, tail
 
+    if cluster.executor != "slurm":
         for paths in log_files(cluster, result.record).values():
             for path in paths[:4]:
                 typer.echo(f"--- {path} (last lines)")
                 typer.echo(tail(cluster, path, 10), nl=False)
+    for name, state in result.states.items():
+        report = failure_report(cluster, result.record, name) if state == "FAILED" else ""
+        if report:  # the root cause last, where the eye lands
+            typer.echo(f"--- why job {name} failed:\n{report}", nl=False)
     return 0 if result.ok else 1

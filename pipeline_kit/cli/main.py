@@ -24,7 +24,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(argv: list[str], capture_help: bool) -> int:
     import typer
-    from typer._click.exceptions import UsageError  # typer >= 0.29 vendors click
+    from typer._click.exceptions import NoSuchOption, UsageError  # typer >= 0.29 vendors click
 
     from pipeline_kit.cli.app import click_command
 
@@ -40,7 +40,10 @@ def _run(argv: list[str], capture_help: bool) -> int:
         return 2
     except UsageError as e:
         hint = f" (see `kit {e.ctx.info_name} --help`)" if e.ctx and e.ctx.info_name != "kit" else " (see `kit --help`)"
-        print(f"kit: error: {' '.join(e.format_message().split())}{hint}", file=sys.stderr)
+        message = " ".join(e.format_message().split()) + hint
+        if isinstance(e, NoSuchOption):
+            message = _no_such_option(e.option_name, e.ctx) or f"no such option {e.option_name}{hint}"
+        print(f"kit: error: {message}", file=sys.stderr)
         return 2
     except typer.Exit as e:
         return e.exit_code
@@ -50,6 +53,17 @@ def _run(argv: list[str], capture_help: bool) -> int:
     except KeyboardInterrupt:
         print("kit: interrupted", file=sys.stderr)
         return 130
+
+
+def _no_such_option(name: str, ctx) -> str | None:
+    """'no such option --comand; did you mean --command?' when one of the command's (visible) flags is close,
+    matched as `++` keys are (pipeline_kit.cluster.schema.closest)."""
+    from pipeline_kit.cluster.schema import closest
+
+    params = ctx.command.params if ctx is not None else []
+    flags = [o for p in params if not getattr(p, "hidden", False) for o in (*p.opts, *p.secondary_opts)]
+    best = closest(name.lstrip("-"), [f[2:] for f in flags if f.startswith("--")])
+    return f"no such option {name}; did you mean --{best}?" if best else None
 
 
 def entry() -> None:

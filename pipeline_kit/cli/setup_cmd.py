@@ -1,5 +1,10 @@
 """`kit setup`: write a cluster config from flags, asking for what is missing when run at a terminal, and
-validate every value before the file is written."""
+validate every value before the file is written. On Slurm it also checks the partitions and the account against
+`sinfo` and `sacctmgr` (here, or over the ssh_tunnel it configures) and warns about names the cluster does not list.
+
+The file gets the umask's mode (0644 under umask 022), so a team can share it, unless an `--env_var` carries a
+value (NAME=value): such values are often tokens, so that file is kept to its owner (0600). An env var given as
+NAME alone takes its value from the environment when a job is submitted, and leaves the file shareable."""
 
 import sys
 from pathlib import Path
@@ -23,6 +28,15 @@ def register(app: typer.Typer) -> None:
         ] = None,
         account: Annotated[str | None, Opt("--account", help="Slurm account.")] = None,
         partition: Annotated[str | None, Opt("--partition", help="Slurm partition.")] = None,
+        cpu_partition: Annotated[
+            str | None, Opt("--cpu_partition", help="Slurm partition for CPU-only components (clients, sandbox).")
+        ] = None,
+        default_timeout: Annotated[
+            str | None, Opt("--default_timeout", help="Slurm time limit of a job, e.g. 04:00:00.")
+        ] = None,
+        job_name_prefix: Annotated[
+            str | None, Opt("--job_name_prefix", help="Prepended to every Slurm job name, e.g. 'team_'.")
+        ] = None,
         container: Annotated[list[str] | None, Opt("--container", help="KEY=IMAGE (repeatable).")] = None,
         mount: Annotated[list[str] | None, Opt("--mount", help="src:dst (repeatable).")] = None,
         env_var: Annotated[list[str] | None, Opt("--env_var", help="NAME or NAME=value (repeatable).")] = None,
@@ -56,9 +70,22 @@ def register(app: typer.Typer) -> None:
             if raw[key] is None:
                 raise UserError(f"kit setup: --{key} is required when not run at a terminal.")
             build_cluster_config({k: v for k, v in raw.items() if v is not None} | _minimal(raw), str(path))
+        slurm_only = {
+            "account": (account, "Slurm account (empty: your default)"),
+            "partition": (partition, "Slurm partition (empty: the cluster's default)"),
+            "cpu_partition": (cpu_partition, "Slurm CPU partition for clients and sandboxes (empty: the same)"),
+            "default_timeout": (default_timeout, "Slurm time limit, e.g. 04:00:00 (empty: the partition's)"),
+            "job_name_prefix": (job_name_prefix, "Slurm job name prefix (empty: none)"),
+        }
         if raw["executor"] == "slurm":
-            raw["account"] = ask(account, "Slurm account", "") or None
-            raw["partition"] = ask(partition, "Slurm partition", "") or None
+            for key, (value, question) in slurm_only.items():
+                raw[key] = ask(value, question, "") or None  # an empty answer leaves the key out
+        else:
+            for key, (value, _) in slurm_only.items():
+                if value is not None:
+                    raise UserError(
+                        f"kit setup: --{key} only applies to --executor=slurm, not '{raw['executor']}'; drop it."
+                    )
         if container:
             raw["containers"] = dict(_pair(c, "--container") for c in container)
         if mount:
@@ -70,14 +97,63 @@ def register(app: typer.Typer) -> None:
             if ssh_identity:
                 raw["ssh_tunnel"]["identity"] = ssh_identity
         raw = {k: v for k, v in raw.items() if v is not None}
-        build_cluster_config(raw, str(path))  # every key is checked before anything is written
-        from pipeline_kit.launch.records import write_atomic
+        config = build_cluster_config(raw, str(path))  # every key is checked before anything is written
+        if config.executor == "slurm":
+            for warning in slurm_name_warnings(config):
+                print(f"kit: warning: {warning}", file=sys.stderr)
+        from pipeline_kit.atomic import write_atomic
 
-        write_atomic(path, yaml.safe_dump(raw, sort_keys=False))
+        private = any("=" in entry for entry in raw.get("env_vars", []))
+        write_atomic(path, yaml.safe_dump(raw, sort_keys=False), private=private)
         typer.echo(
-            f"wrote {path}; use it with --cluster={cluster}"
+            f"wrote {path}"
+            + (" (readable only by you: its env_vars hold values)" if private else "")
+            + f"; use it with --cluster={cluster}"
             + (f" --config_dir={config_dir}" if config_dir != "cluster_configs" else "")
         )
+
+
+def slurm_name_warnings(config) -> list[str]:
+    """One line per partition or account in `config` that the cluster does not list (`sinfo`, and `sacctmgr` for
+    the accounts of the submitting user), asked here or over the config's ssh_tunnel; none when the cluster
+    cannot be asked (no Slurm client here, ssh fails, a timeout): then nothing can be said."""
+    out = []
+    partitions = _ask_cluster(config, "sinfo -h -o %R")
+    for key in ("partition", "cpu_partition"):
+        value = getattr(config, key)
+        if value and partitions and value not in partitions:
+            out.append(
+                f"{config.source}: {key} '{value}' is not a partition of this cluster (sinfo lists: "
+                f"{', '.join(partitions)}); rerun kit setup with --force --{key}=NAME, or edit the file."
+            )
+    if config.account:
+        accounts = _ask_cluster(config, 'sacctmgr -nP show associations where user="$(id -un)" format=account')
+        if accounts and config.account.lower() not in [a.lower() for a in accounts]:
+            out.append(
+                f"{config.source}: account '{config.account}' is not one of your Slurm accounts (sacctmgr lists: "
+                f"{', '.join(accounts)}); rerun kit setup with --force --account=NAME, or edit the file."
+            )
+    return out
+
+
+def _ask_cluster(config, command: str) -> list[str]:
+    """The distinct lines `command` prints on the cluster's login node, in order; [] when it cannot be run."""
+    import subprocess
+
+    if config.ssh_tunnel is not None:
+        from pipeline_kit.launch.remote import ssh_argv
+
+        ssh = ssh_argv(config)
+        argv = [ssh[0], "-o", "ConnectTimeout=10", *ssh[1:], command]
+    else:
+        argv = ["bash", "-c", command]
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=15)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    if proc.returncode != 0:
+        return []
+    return list(dict.fromkeys(line.strip() for line in proc.stdout.splitlines() if line.strip()))
 
 
 def _minimal(raw: dict) -> dict:

@@ -20,13 +20,27 @@ def register(app: typer.Typer) -> None:
         flags: JobFlags,
         sandbox: SandboxOptions,
         foreground: ForegroundFlags,
-        port: Annotated[int | None, typer.Option("--port", help="Port to serve on (default: a free one).")] = None,
+        sandbox_port: Annotated[
+            int | None, typer.Option("--sandbox_port", help="Port to serve on (default: a free one).")
+        ] = None,
+        port: Annotated[int | None, typer.Option("--port", hidden=True, help="Deprecated: --sandbox_port.")] = None,
     ) -> int:
+        import sys
+
+        from pipeline_kit.errors import UserError
         from pipeline_kit.jobs import sandbox_jobs
         from pipeline_kit.pipeline import AUTO_PORT
         from pipeline_kit.pipeline.render import free_port
 
-        port = port_or_auto("--port", port)
+        if port is not None and sandbox_port is not None:
+            raise UserError("--port is the old name of --sandbox_port; pass only --sandbox_port.")
+        flag = "--port" if port is not None else "--sandbox_port"
+        port = port_or_auto(flag, sandbox_port if port is None else port)
+        if flag == "--port":
+            print(
+                "kit: warning: --port is deprecated; use --sandbox_port (the same flag as --with_sandbox's).",
+                file=sys.stderr,
+            )
         cluster = cluster_from(flags.cluster, flags.config_dir)
         port = free_port() if port == AUTO_PORT else port
         options = flags.options(SANDBOX.name)

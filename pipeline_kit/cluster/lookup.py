@@ -29,16 +29,27 @@ def find_cluster_config(cluster: str | None, config_dir: str | None = None) -> P
         return path
     if config_dir and not Path(config_dir).is_dir():
         raise UserError(f"--config_dir {config_dir}: no such directory; fix the path.")
-    tried = []
-    for d in search_dirs(config_dir):
+    dirs = search_dirs(config_dir)
+    for d in dirs:
         for ext in (".yaml", ".yml"):
             candidate = d / f"{cluster}{ext}"
             if candidate.is_file():
                 return candidate
-        tried.append(str(d))
-    raise UserError(
-        f"--cluster {cluster}: no {cluster}.yaml in {', '.join(dict.fromkeys(tried))}; "
-        f"create it with `kit setup --cluster={cluster}` or pass --config_dir."
+    raise UserError(_not_found(cluster, dirs))
+
+
+def _not_found(cluster: str, dirs: list[Path]) -> str:
+    """The error for a config name found nowhere: the folders looked in (absolute, those missing marked) and the
+    configs they do hold, with a did-you-mean."""
+    from pipeline_kit.cluster.schema import did_you_mean
+
+    tried = [f"{d.absolute()}" + ("" if d.is_dir() else " (no such folder)") for d in dirs]
+    names = [p.stem for d in dirs if d.is_dir() for p in sorted(d.iterdir()) if p.suffix in (".yaml", ".yml")]
+    names = list(dict.fromkeys(names))
+    return (
+        f"--cluster {cluster}: no {cluster}.yaml in {', '.join(dict.fromkeys(tried))}; the configs there are "
+        f"{', '.join(names) or 'none'}.{did_you_mean(cluster, names)} Pick one, pass --config_dir, or create it "
+        f"with `kit setup --cluster={cluster}`."
     )
 
 

@@ -59,10 +59,16 @@ _TYPE_WORDS = {
 }
 
 
+def closest(word: str, options: list[str] | tuple[str, ...]) -> str | None:
+    """The option closest to a misspelled `word` (difflib), or None when nothing is close."""
+    close = difflib.get_close_matches(word, list(options), n=1, cutoff=0.6)
+    return close[0] if close else None
+
+
 def did_you_mean(word: str, options: list[str] | tuple[str, ...]) -> str:
     """' Did you mean 'x'?' for the closest option, or '' when nothing is close."""
-    close = difflib.get_close_matches(word, list(options), n=1, cutoff=0.6)
-    return f" Did you mean '{close[0]}'?" if close else ""
+    best = closest(word, options)
+    return f" Did you mean '{best}'?" if best else ""
 
 
 def check_mapping(raw: Any, keys: tuple[Key, ...], where: str, prefix: str = "") -> dict[str, Any]:

@@ -8,19 +8,25 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from pipeline_kit.log_causes import first_causes
+
 
 class ServerError(RuntimeError):
     """The server is not reachable: never became ready, or died mid-run. The message ends with its log tail."""
 
 
 def log_tail(path: str | None, lines: int = 15) -> str:
+    """The log's first lines that name an error (its root cause), then its last lines."""
     if not path:
         return ""
     try:
-        tail = Path(path).read_text(errors="replace").splitlines()[-lines:]
+        text = Path(path).read_text(errors="replace").splitlines()
     except OSError:
         return f"\n(server log {path} is not readable)"
-    return f"\n--- last {len(tail)} lines of {path}:\n" + "\n".join(tail)
+    tail = text[-lines:]
+    causes = first_causes(text[: len(text) - len(tail)])
+    first = f"\n--- first error lines of {path}:\n" + "\n".join(causes) if causes else ""
+    return first + f"\n--- last {len(tail)} lines of {path}:\n" + "\n".join(tail)
 
 
 def wait_until_ready(base_url: str, timeout: float, server_log: str | None = None, api_key: str | None = None) -> float:

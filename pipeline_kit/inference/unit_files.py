@@ -9,8 +9,8 @@ import math
 import os
 from pathlib import Path
 
+from pipeline_kit.atomic import write_atomic
 from pipeline_kit.errors import UserError
-from pipeline_kit.launch.records import write_atomic
 
 POSITION_KEY = "_kit_position"  # a sample's index in its input chunk, kept only in the in-progress file
 
@@ -84,7 +84,7 @@ class InProgress:
                     continue
             write_atomic(self.path, "".join(f"{line}\n" for line in kept))
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
 
     def add(self, position: int, sample: dict) -> None:
         sample = {POSITION_KEY: position, **sample}

@@ -317,10 +317,48 @@ def log_files(cluster: ClusterConfig, record: ExperimentRecord) -> dict[str, lis
 
 
 def tail(cluster: ClusterConfig, path: str, lines: int) -> str:
+    """The last lines of a log, ending on a newline (a log cut off mid-line does not run into what follows)."""
     if cluster.ssh_tunnel:
-        return remote_run(cluster, f"tail -n {lines} {shlex.quote(path)}", check=False).stdout
-    with open(path, errors="replace") as f:
-        return "".join(f.readlines()[-lines:])
+        text = remote_run(cluster, f"tail -n {lines} {shlex.quote(path)}", check=False).stdout
+    else:
+        try:
+            with open(path, errors="replace") as f:
+                text = "".join(f.readlines()[-lines:])
+        except FileNotFoundError:
+            text = ""
+    return text if not text or text.endswith("\n") else text + "\n"
+
+
+def _job_of_task(record: ExperimentRecord, task: str) -> str | None:
+    """The job a nemo-run task folder belongs to: its name, or `<name>-partK` for a split array."""
+    return next((j.name for j in record.jobs if task == j.name or task.startswith(f"{j.name}-part")), None)
+
+
+def scheduler_outputs(cluster: ClusterConfig, record: ExperimentRecord) -> dict[str, list[str]]:
+    """Per Slurm job, the sbatch and srun output files nemo-run keeps (what the batch script and the scheduler
+    wrote: container start-up, `kit: service ... exited`, srun errors)."""
+    out: dict[str, list[str]] = {job.name: [] for job in record.jobs}
+    if record.executor != "slurm" or not record.nemo_run_id:
+        return out
+    root = nemo_run_dir(cluster, record)
+    listing = remote_run(cluster, f"cd {shlex.quote(root)} 2>/dev/null && ls -1 -- */*.out", check=False).stdout
+    for rel in sorted(listing.split()):
+        job = _job_of_task(record, rel.split("/", 1)[0])
+        if job is not None:
+            out[job].append(f"{root}/{rel}")
+    return out
+
+
+def failure_report(cluster: ClusterConfig, record: ExperimentRecord, job: str, lines: int = 20) -> str:
+    """Why a job failed, as kit found it: its kit.log (the failing command or service, its exit code and its
+    log's first error lines), else the container start-up lines, else the end of its batch output."""
+    text = tail(cluster, f"{record.log_dir}/{job}/kit.log", lines)
+    if not text:
+        text = "\n".join(container_startup_lines(cluster, record, lines)[job])
+    if not text:
+        outputs = scheduler_outputs(cluster, record)[job]
+        text = "".join(tail(cluster, path, 5) for path in outputs[:2])
+    return text if not text or text.endswith("\n") else text + "\n"
 
 
 # pyxis and enroot report a container that did not start only in the srun output that nemo-run keeps
@@ -348,8 +386,7 @@ def container_startup_lines(cluster: ClusterConfig, record: ExperimentRecord, li
     found = remote_run(cluster, grep, check=False).stdout.splitlines()
     for hit in found:
         path, _, line = hit.partition(":")
-        task = path.split("/", 1)[0]
-        job = next((j.name for j in record.jobs if task == j.name or task.startswith(f"{j.name}-part")), None)
+        job = _job_of_task(record, path.split("/", 1)[0])
         if job is None or not line.split("pyxis:", 1)[-1].strip() or len(out[job]) >= lines:
             continue
         if files.get(job) != path:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pipeline_kit
 from pipeline_kit import resources
+from pipeline_kit.atomic import default_mode
 from pipeline_kit.cluster import ClusterConfig
 from pipeline_kit.errors import UserError
 from pipeline_kit.launch.remote import upload
@@ -118,7 +119,7 @@ def package_code(cluster: ClusterConfig, cwd: str, allow_uncommitted: bool, reus
             if add_kit:
                 for dest, src in _kit_trees().items():
                     shutil.copytree(src, tmp / dest, ignore=shutil.ignore_patterns("__pycache__"), dirs_exist_ok=True)
-            tmp.chmod(0o755)
+            tmp.chmod(default_mode(0o777))  # mkdtemp's 0700, made what `mkdir` would give
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise

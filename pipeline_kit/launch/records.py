@@ -4,11 +4,10 @@
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from pipeline_kit.atomic import write_atomic  # also used as records.write_atomic (submit.py)
 from pipeline_kit.cluster import ClusterConfig
 from pipeline_kit.errors import UserError
 
@@ -42,14 +41,6 @@ class ExperimentRecord:
 
 def records_dir(cluster: ClusterConfig, expname: str) -> Path:
     return Path(cluster.job_dir) / "kit" / expname
-
-
-def write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
 
 
 def save_record(cluster: ClusterConfig, record: ExperimentRecord) -> None:

@@ -8,6 +8,7 @@ import socket
 from dataclasses import dataclass
 
 from pipeline_kit.errors import UserError
+from pipeline_kit.log_causes import SHELL_FUNCTION
 from pipeline_kit.pipeline.model import AUTO_PORT, Command, Endpoint, Job
 
 HET_HOST_VAR = "het_group_host"  # nemo-run's name for the first host of het group N (it does not export it)
@@ -28,18 +29,20 @@ kit_stop() {
   for p in "${kit_pids[@]}"; do kill -TERM -- "-$p" 2>/dev/null || kill -TERM "$p" 2>/dev/null; done
 }
 kit_wait() {
-  local mains=0 rc=0 p r
+  local mains=0 rc=0 p r cause what=command
   for p in "${kit_pids[@]}"; do [ "${kit_service[$p]}" = 0 ] && mains=$((mains + 1)); done
-  [ "$mains" = 0 ] && mains=${#kit_pids[@]} && for p in "${kit_pids[@]}"; do kit_service[$p]=0; done
+  # only services (a server's own het component): they run until they end; one that fails is still a service
+  [ "$mains" = 0 ] && what=service && mains=${#kit_pids[@]} && for p in "${kit_pids[@]}"; do kit_service[$p]=0; done
   while [ "$mains" -gt 0 ]; do
     p=; wait -n -p p "${kit_pids[@]}"; r=$?
     [ -n "$p" ] || break
+    cause=$(kit_cause "${kit_name[$p]}")
     if [ "${kit_service[$p]}" = 1 ]; then
-      echo "kit: service '${kit_name[$p]}' exited with code $r before the other commands ended" >&2
+      kit_note "kit: service '${kit_name[$p]}' exited with code $r before the other commands ended${cause:+$'\n'$cause}"
       rc=$((r ? r : 1)); break
     fi
     mains=$((mains - 1))
-    if [ "$r" != 0 ]; then echo "kit: command '${kit_name[$p]}' failed with exit code $r" >&2; rc=$r; break; fi
+    if [ "$r" != 0 ]; then kit_note "kit: $what '${kit_name[$p]}' failed with exit code $r${cause:+$'\n'$cause}"; rc=$r; break; fi
   done
   kit_stop; wait 2>/dev/null
   kit_pids=(); kit_name=(); kit_service=()
@@ -56,6 +59,7 @@ kit_cancel() {  # a cancelled job stops what it started (and on none/local recor
   exit "$1"
 }
 trap 'kit_cancel 143' TERM; trap 'kit_cancel 130' INT"""
+PRELUDE += "\n" + SHELL_FUNCTION
 
 
 @dataclass(frozen=True)

@@ -133,7 +133,7 @@ class Session:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     alive: bool = True
     status: asyncio.StreamReader | None = None  # the supervisor's pipe, held open while the session lives
-    cgroup: str | None = None  # the folder its memory cgroup is in, if any
+    cgroups: list[str] = field(default_factory=list)  # the server folders its cgroups are in
 
     @classmethod
     async def start(cls, session_id: str, pool: WorkerPool, limits: Limits) -> Session:
@@ -151,8 +151,7 @@ class Session:
         if not first.startswith(b"pid "):
             ours.close()
             raise RuntimeError(f"the sandbox worker could not start a session: {first.decode(errors='replace')}")
-        cgroup = pool.cgroup.path if pool.cgroup else None
-        return cls(session_id, ours, pid=int(first.split()[1]), status=reader, cgroup=cgroup)
+        return cls(session_id, ours, pid=int(first.split()[1]), status=reader, cgroups=pool.cgroup_paths())
 
     def running(self) -> bool:
         """Alive as far as the server knows, and its supervisor still exists (a crash or a kill -9 ends it)."""
@@ -169,7 +168,7 @@ class Session:
         _kill(self.pid)
         self.channel.close()
         try:
-            asyncio.get_running_loop().call_later(1.0, remove_later, self.cgroup, self.pid)
+            asyncio.get_running_loop().call_later(1.0, remove_later, self.cgroups, self.pid)
         except RuntimeError:  # the server is shutting down: it removes every cgroup itself
             pass
 

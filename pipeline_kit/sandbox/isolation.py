@@ -11,6 +11,7 @@ import ctypes
 import os
 import platform
 import resource
+import stat
 from dataclasses import dataclass
 
 CLONE_NEWNS = 0x00020000
@@ -23,6 +24,7 @@ CLONE_NEWNET = 0x40000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_NOATIME, MS_NODIRATIME, MS_BIND = 32, 1024, 2048, 4096
 MS_REC, MS_PRIVATE, MS_RELATIME = 16384, 1 << 18, 1 << 21
+MNT_DETACH = 2
 
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT = 1, 4, 24, 38, 47
 PR_CAP_AMBIENT_CLEAR_ALL = 4
@@ -31,9 +33,12 @@ NOBODY = 65534
 # the staging root the worker builds; each execution chroots into it
 STAGING = "/tmp"
 DEVICES = ("null", "zero", "full", "random", "urandom")
+# where an image keeps files only root may read (shadow, private keys); masked when the sandbox runs as root outside
+PRIVATE_SCAN = ("/etc",)
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
+_libc.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
 _libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
 
 
@@ -68,14 +73,17 @@ def _syscall(name: str, *args) -> int:
 
 @dataclass(frozen=True)
 class Layers:
-    """Which isolation layers run. `full()` is the default; the benchmark switches layers off one at a time."""
+    """Which isolation layers run. `full()` is the default; the benchmark switches layers off one at a time. A layer
+    the host or container does not allow is dropped at start-up (`support.probe`, the pool's cgroups)."""
 
-    user_ns: bool = True  # the worker runs as an unprivileged uid mapped to root of its own user namespace
+    user_ns: bool = True  # the worker is root of its own user namespace: capabilities there, none outside it
+    nobody_uid: bool = True  # outside it, as nobody: owns no file, and RLIMIT_NPROC binds it (never uid 0)
     net_ns: bool = True  # no network: a namespace with only a down loopback
     pid_ns: bool = True  # one PID namespace per execution: its first process dying kills every descendant
     mount_ns: bool = True  # read-only allow-listed root, fresh /proc, private tmpfs /tmp, chroot
     rlimits: bool = True  # memory, CPU time, processes, file size, open files
     memory_cgroup: bool = True  # all of an execution's processes together under the memory limit (root, cgroup v1)
+    pids_cgroup: bool = True  # its processes and threads under the process limit, whatever the uid (root, cgroup v1)
 
     @classmethod
     def full(cls) -> Layers:
@@ -111,18 +119,20 @@ def _map_ids(outer_uid: int, outer_gid: int, pid: str = "self") -> None:
     _write(f"/proc/{pid}/gid_map", f"0 {outer_gid} 1")
 
 
-def _unshare_user_as_nobody(flags: int) -> None:
+def unshare_user_as_nobody(flags: int = 0) -> None:
     """unshare(CLONE_NEWUSER | flags) with root of the namespace mapped to nobody. Only a process in the parent
     namespace may write a map that is not its own uid, so a forked helper (still root outside) writes it."""
     ready_r, ready_w = os.pipe()
     helper = os.fork()
     if helper == 0:
-        code = 1
+        code = 255
         try:
             os.close(ready_w)
             if os.read(ready_r, 1) == b"u":
                 _map_ids(NOBODY, NOBODY, str(os.getppid()))
                 code = 0
+        except OSError as e:
+            code = e.errno or 255  # EPERM where the parent namespace maps no nobody (enroot's maps one uid)
         finally:
             os._exit(code)
     os.close(ready_r)
@@ -132,11 +142,21 @@ def _unshare_user_as_nobody(flags: int) -> None:
     finally:
         os.close(ready_w)
         _, status = os.waitpid(helper, 0)
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise IsolationError(0, "could not map the worker's user namespace to nobody")
+    code = os.waitstatus_to_exitcode(status)
+    if code != 0:
+        why = os.strerror(code) if 0 < code < 255 else "the helper failed"
+        raise IsolationError(code if 0 < code < 255 else 0, f"writing the uid_map of nobody: {why}")
 
 
-def _mount_flags(fd: int) -> int:
+def enter_own_user_namespace(flags: int = 0) -> None:
+    """unshare(CLONE_NEWUSER | flags) with root of the namespace mapped to this process's own uid and gid: what
+    any process may do, and all a container with a one-uid user namespace allows (enroot maps only its user)."""
+    uid, gid = os.getuid(), os.getgid()
+    unshare(CLONE_NEWUSER | flags)
+    _map_ids(uid, gid)
+
+
+def mount_flags(fd: int) -> int:
     """The flags a bind of `fd` must keep: a user namespace may add restrictions, never drop locked ones."""
     st = os.fstatvfs(fd)
     flags = 0
@@ -155,7 +175,7 @@ def _mount_flags(fd: int) -> int:
 
 def _bind_readonly(source_fd: int, target: str) -> None:
     mount(f"/proc/self/fd/{source_fd}", target, None, MS_BIND | MS_REC)
-    flags = MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | _mount_flags(source_fd)
+    flags = MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | mount_flags(source_fd)
     mount(None, target, None, flags)
 
 
@@ -176,9 +196,11 @@ def _open_sources(readonly_paths: list[str]) -> dict[str, int | str]:
 def enter_worker_namespaces(layers: Layers, readonly_paths: list[str]) -> None:
     """Once per worker: user + network + IPC + UTS + mount namespaces and the staging root under STAGING.
 
-    Root maps root of the new user namespace to `nobody` (root mapped to root would keep owning root's files) and
-    opens the folders to bind first, while it may still traverse folders like /root."""
-    as_root = os.getuid() == 0
+    Root maps root of the new user namespace to `nobody` (root mapped to root would keep owning root's files, and
+    RLIMIT_NPROC never binds uid 0) and opens the folders to bind first, while it may still traverse folders like
+    /root. Without the nobody_uid layer (a container whose user namespace maps one uid) it maps its own uid."""
+    as_root = os.getuid() == 0  # before the user namespace, where anyone is root
+    as_nobody = layers.user_ns and layers.nobody_uid and as_root
     if not layers.user_ns:
         if layers.net_ns or layers.mount_ns:
             unshare((CLONE_NEWNET if layers.net_ns else 0) | (CLONE_NEWNS if layers.mount_ns else 0))
@@ -186,28 +208,27 @@ def enter_worker_namespaces(layers: Layers, readonly_paths: list[str]) -> None:
         flags = CLONE_NEWIPC | CLONE_NEWUTS | (CLONE_NEWNS if layers.mount_ns else 0)
         flags |= CLONE_NEWNET if layers.net_ns else 0
         if as_root:
-            os.setgroups([])
-            _unshare_user_as_nobody(flags)
+            os.setgroups([])  # root's supplementary groups would keep their access outside
+        if as_nobody:
+            unshare_user_as_nobody(flags)
         else:
-            uid, gid = os.getuid(), os.getgid()
-            unshare(CLONE_NEWUSER | flags)
-            _map_ids(uid, gid)
+            enter_own_user_namespace(flags)
     # opened in the new mount namespace (a bind's source must be in it) and before root turns into nobody
     sources = _open_sources(readonly_paths) if layers.mount_ns else {}
     try:
-        if layers.user_ns and as_root:
+        if as_nobody:
             os.setresgid(0, 0, 0)  # root of the namespace, which is nobody outside; capabilities stay
             os.setresuid(0, 0, 0)
             _libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)  # a uid change clears it; uid_map writes need it
         if layers.mount_ns:
-            _build_staging_root(sources)
+            _build_staging_root(sources, mask_private=as_root and not as_nobody)
     finally:
         for source in sources.values():
             if isinstance(source, int):
                 os.close(source)
 
 
-def _build_staging_root(sources: dict[str, int | str]) -> None:
+def _build_staging_root(sources: dict[str, int | str], mask_private: bool = False) -> None:
     mount(None, "/", None, MS_REC | MS_PRIVATE)
     mount("tmpfs", STAGING, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=16m")
     dev = STAGING + "/dev"
@@ -229,7 +250,37 @@ def _build_staging_root(sources: dict[str, int | str]) -> None:
     mount(None, dev, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NOEXEC)
     for folder in ("proc", "tmp"):
         os.makedirs(f"{STAGING}/{folder}", exist_ok=True)
+    if mask_private:
+        for top in PRIVATE_SCAN:
+            if os.path.isdir(STAGING + top) and not os.path.islink(STAGING + top):
+                _mask_private(STAGING + top)
     mount(None, STAGING, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
+
+
+def _mask_private(top: str) -> None:
+    """Cover each file and folder under `top` that others may not read with an empty one of mode 000, read-only.
+    For a sandbox that runs as the uid owning them (root, where it cannot be nobody): the read-only bind alone
+    would let it read /etc/shadow or private keys, being their owner; mode 000 stops it once it has no capabilities."""
+    holder = STAGING + "/.mask"  # a tmpfs of its own, detached afterwards: no trace in the root, no deleted inode
+    os.mkdir(holder)
+    mount("tmpfs", holder, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0700,size=4k")
+    mask = holder + "/empty"
+    os.close(os.open(mask, os.O_CREAT | os.O_WRONLY, 0))
+    os.chmod(mask, 0)
+    for folder, dirs, files in os.walk(top):
+        for name in list(dirs):
+            path = os.path.join(folder, name)
+            if os.lstat(path).st_mode & 0o005 != 0o005:
+                mount("tmpfs", path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=000,size=4k")
+                dirs.remove(name)
+        for name in files:
+            path = os.path.join(folder, name)
+            st = os.lstat(path)
+            if stat.S_ISREG(st.st_mode) and not st.st_mode & stat.S_IROTH:
+                mount(mask, path, None, MS_BIND)
+                mount(None, path, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    _check(_libc.umount2(_b(holder), MNT_DETACH), f"umount {holder}")
+    os.rmdir(holder)
 
 
 def enter_execution_namespaces(layers: Layers) -> None:

@@ -10,9 +10,10 @@ import os
 import socket
 import subprocess
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from pipeline_kit.sandbox.cgroups import ServerCgroup
+from pipeline_kit.sandbox import support
+from pipeline_kit.sandbox.cgroups import CONTROLLERS, CgroupUnavailable, ServerCgroup
 from pipeline_kit.sandbox.isolation import NOBODY, Layers
 
 WORKER_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "worker.py")
@@ -39,23 +40,59 @@ class Worker:
 
 @dataclass
 class WorkerPool:
+    """`layers` is what was asked for until `start()`, then what is in force; `unavailable` says, for each asked-for
+    layer this host or container does not allow, why (the server logs it, /health reports it)."""
+
     size: int
     layers: Layers
     readonly_paths: list[str] = field(default_factory=list)
     workers: list[Worker] = field(default_factory=list)
     restarts: int = 0
-    cgroup: ServerCgroup | None = None  # per-execution memory cgroups go under it, when the host allows them
+    cgroups: list[ServerCgroup] = field(default_factory=list)  # per-execution cgroups go under these folders
+    unavailable: dict[str, str] = field(default_factory=dict)
     _next: itertools.count = field(default_factory=itertools.count)
 
     def start(self) -> None:
-        if self.layers.memory_cgroup:
-            owner = NOBODY if self.layers.user_ns else 0  # the uid the workers run as, outside
-            self.cgroup = ServerCgroup.create(owner, owner)
-        self.workers = [self._start_one() for _ in range(self.size)]
+        """Probe which layers can be had, make the server's cgroups, start the workers. Without an essential layer
+        that was asked for (no network, the host's filesystem) it refuses, rather than run code with them."""
+        wanted = self.layers
+        self.layers, self.unavailable = support.probe(wanted)
+        missing = support.essential_missing(wanted, self.unavailable)
+        if missing:
+            raise WorkerStartError("; ".join(f"{name}: {self.unavailable[name]}" for name in missing))
+        self._make_cgroups()
+        try:
+            self.workers = [self._start_one() for _ in range(self.size)]
+        except WorkerStartError:
+            self.close()  # the cgroups made so far, and the workers started
+            raise
+
+    def _make_cgroups(self) -> None:
+        owner = NOBODY if self.layers.nobody_uid else os.getuid()  # the uid the workers run as, outside
+        off = {}
+        for layer, controller in CONTROLLERS.items():
+            if getattr(self.layers, layer):
+                try:
+                    self.cgroups.append(ServerCgroup.create(owner, owner, controller))
+                except CgroupUnavailable as e:
+                    off[layer] = self.unavailable[layer] = str(e)
+        self.layers = replace(self.layers, **{name: False for name in off})
+
+    def cgroup_paths(self) -> list[str]:
+        return [c.path for c in self.cgroups]
 
     def active_layers(self) -> list[str]:
-        """The layers in force: memory_cgroup only where it could be made."""
-        return [name for name in self.layers.describe() if name != "memory_cgroup" or self.cgroup is not None]
+        """The layers in force."""
+        return self.layers.describe()
+
+    def inactive_layers(self) -> dict[str, str]:
+        """Each layer not in force, and why: this host does not allow it, or --isolation switched it off."""
+        flag = "switched off with --isolation"
+        return {
+            name: self.unavailable.get(name, "off with user_ns" if name == "nobody_uid" else flag)
+            for name in self.layers.__dataclass_fields__
+            if not getattr(self.layers, name)
+        }
 
     def _start_one(self) -> Worker:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -85,7 +122,7 @@ class WorkerPool:
     def send(self, message: dict, fds: list[int]) -> None:
         """Hand an execution to the next worker (round robin). A worker found dead is replaced, and the execution
         goes to its replacement."""
-        message["cgroup"] = self.cgroup.path if self.cgroup else None
+        message["cgroups"] = self.cgroup_paths()
         index = next(self._next) % len(self.workers)
         worker = self.workers[index]
         if worker.process.poll() is None:
@@ -108,8 +145,8 @@ class WorkerPool:
                 worker.process.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 worker.process.kill()
-        if self.cgroup is not None:
-            self.cgroup.remove()
+        for cgroup in self.cgroups:
+            cgroup.remove()
 
 
 def pipe() -> tuple[int, int]:

@@ -134,6 +134,8 @@ class SandboxServer:
                 "workers": len(self.pool.workers),
                 "worker_restarts": self.pool.restarts,
                 "isolation": self.pool.active_layers(),
+                "isolation_off": self.pool.inactive_layers(),
+                "missing_libraries": missing_libraries(),
                 "limits": self.limits.as_dict(),
                 "max_concurrent": self.max_concurrent,
                 "running": self.running,
@@ -147,6 +149,15 @@ class SandboxServer:
             session.kill()
         self.sessions.clear()
         self.pool.close()
+
+
+MATH_LIBRARIES = ("numpy", "sympy")  # executed code runs in this interpreter's forks: what it can import
+
+
+def missing_libraries() -> list[str]:
+    import importlib.util
+
+    return [name for name in MATH_LIBRARIES if importlib.util.find_spec(name) is None]
 
 
 def cpu_count() -> int:
@@ -183,6 +194,15 @@ def build(args: argparse.Namespace) -> SandboxServer:
     )
     pool = WorkerPool(args.workers, layers, args.readonly_path)
     pool.start()
+    for name, why in pool.unavailable.items():
+        print(f"kit sandbox: isolation layer {name} is off: {why}", file=sys.stderr, flush=True)
+    if missing_libraries():
+        print(
+            f"kit sandbox: warning: {sys.executable} lacks {', '.join(missing_libraries())}, which math code imports; "
+            "install them (pip install 'pipeline_kit[sandbox]') or run the sandbox in dockerfiles/Dockerfile.sandbox",
+            file=sys.stderr,
+            flush=True,
+        )
     concurrent = args.max_concurrent or 16 * args.workers
     return SandboxServer(pool, limits, concurrent, args.max_sessions, args.session_idle_timeout)
 

@@ -64,7 +64,7 @@ def execution_parent(request: dict, fds: list[int], layers: isolation.Layers) ->
     child_fds = fds[:-1]
     os.write(status, f"pid {os.getpid()}\n".encode())
     limits = request["limits"]
-    cgroup = ExecutionCgroup(request["cgroup"], limits["memory"]) if request.get("cgroup") else None
+    cgroups = [ExecutionCgroup(base, limits) for base in request.get("cgroups", [])]
     isolation.enter_execution_namespaces(layers)
     pid = os.fork()
     if pid == 0:
@@ -92,7 +92,7 @@ def execution_parent(request: dict, fds: list[int], layers: isolation.Layers) ->
         "cpu_limit": cpu_limit,
         "timed_out": timed_out,
         "cpu_seconds": round(cpu, 4),
-        "oom_killed": cgroup.leave() if cgroup else False,
+        "oom_killed": any([cgroup.leave() for cgroup in cgroups]),  # a list: every one is left
     }
     os.write(status, (json.dumps(report) + "\n").encode())
 

@@ -8,6 +8,10 @@ import shlex
 from pipeline_kit.servers.base import HEAD_HOST, SERVER_PYTHON, ServerSpec, ServerType, extra_args, register
 
 RAY_PORT = 6379
+# On a CPU host vLLM reserves --gpu-memory-utilization (0.9) of ALL the node's memory for its KV cache and refuses to
+# start when less is free; kit asks for a fixed KV cache instead (GiB), which the user's own setting overrides.
+CPU_KV_CACHE_GIB = 2
+_CPU_MEMORY_FLAGS = ("--kv-cache-memory-bytes", "--gpu-memory-utilization")
 
 
 class VllmServer(ServerType):
@@ -17,6 +21,8 @@ class VllmServer(ServerType):
             f" --served-model-name {shlex.quote(spec.name)} --host 0.0.0.0 --port {port}"
             f" --tensor-parallel-size {max(spec.gpus, 1)}"
         )
+        if not spec.gpus and not any(flag in spec.server_args for flag in _CPU_MEMORY_FLAGS):
+            serve = f'VLLM_CPU_KVCACHE_SPACE="${{VLLM_CPU_KVCACHE_SPACE:-{CPU_KV_CACHE_GIB}}}" {serve}'
         if spec.nodes == 1:
             return serve + extra_args(spec)
         # one task per node: rank 0 starts the Ray head and vLLM, the others join the Ray cluster and wait

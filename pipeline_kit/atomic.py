@@ -1,0 +1,45 @@
+"""Files written whole or not at all (a temporary file in the same folder, then renamed over the target), with the
+mode a plain `open(path, "w")` would give: 0666 less the umask, so that a team shares outputs the way it shares
+any file. mkstemp alone would leave every such file -rw------- whatever the umask."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+
+def current_umask() -> int:
+    """The process's umask, read without changing it (os.umask can only set it, and setting it for a moment would
+    race with threads creating files); Linux shows it in /proc/self/status."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except OSError:
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def default_mode(base: int = 0o666) -> int:
+    """`base` less the umask: what a file (0666) or folder (0777) the user creates gets."""
+    return base & ~current_umask()
+
+
+def write_atomic(path: str | Path, text: str, private: bool = False) -> None:
+    """Write `text` to `path` atomically, with the umask's mode; `private` keeps it to its owner (0600 at most),
+    for a file that may hold secrets."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            os.fchmod(f.fileno(), default_mode(0o600 if private else 0o666))
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
