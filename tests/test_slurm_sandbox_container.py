@@ -177,3 +177,53 @@ def test_filesystem_case_inside_enroot(sandbox, case):
 def test_process_limit_holds_for_uid_0(sandbox):
     """RLIMIT_NPROC does not bind uid 0, which the sandbox is outside under enroot: the pids cgroup must."""
     cases.thread_bomb_hits_the_process_limit(sandbox.run)
+
+
+def test_tir_generation_with_the_sandbox_in_its_image(kit, configs, stub, tmp_path, user_repo):
+    """`kit generate --with_sandbox` on Slurm: the sandbox in the image built from Dockerfile.sandbox (its own het
+    component), the client in the base image with this test's Python env mounted; code the model writes runs in
+    the sandbox and its output comes back into the generation."""
+    import sys
+
+    from conftest import problems, rows
+
+    need("KIT_TEST_PYXIS", "pyxis on the local Slurm")
+    shutil.copytree(REPO_ROOT / "dockerfiles", user_repo / "dockerfiles")
+    git(user_repo, "add", ".")
+    git(user_repo, "commit", "-q", "-m", "dockerfiles")
+    data = tmp_path / "data"
+    data.mkdir()
+    inp = problems(data, 3)
+    venv = Path(sys.executable).parent.parent
+    mounts = ", ".join(f"'{m}:{m}'" for m in dict.fromkeys([data, venv, Path(sys.base_prefix)]))
+    d = configs(
+        "pyxtir",
+        f"""
+        executor: slurm
+        job_dir: JOB_DIR
+        account: root
+        partition: debug
+        cpu_partition: cpu
+        containers:
+          kit: {SERVICES["KIT_TEST_BASE_SQSH"]}
+          sandbox: dockerfile:dockerfiles/Dockerfile.sandbox
+        mounts: [{mounts}]
+        env_vars: ['KIT_CLIENT_PYTHON={sys.executable}']
+        """,
+    )
+    _seed_images(configs.job_dir / "images")
+    server = stub("--tir_rounds", "1", "--tir_code", "import sympy; print(sympy.Integer({numbers}) * 3)")
+    try:
+        res = kit(
+            "generate", "--cluster=pyxtir", f"--config_dir={d}", "--server_type=openai", f"--server_address={server.url}",
+            "--model=stub", f"--input_file={inp}", f"--output_dir={data / 'out'}", "--with_sandbox",
+            "++code_execution=true", "--wait", env={"BASE_IMAGE": "kit-test-base:latest"}, timeout=400,
+        )  # fmt: skip
+    finally:
+        _keep_images(configs.job_dir / "images")
+    assert res.returncode == 0, res.stdout + res.stderr
+    for r in rows(data / "out" / "output.jsonl"):
+        assert r["generation"].endswith(f"\\boxed{{{3 * r['id']}}}.") and r["code_rounds_executed"] == 1, r
+    script = next((configs.job_dir / "experiments" / "generate").glob("*/*_sbatch.sh")).read_text()
+    images = re.findall(r"--container-image (\S+)", script)
+    assert len(images) == 2 and images[0] == SERVICES["KIT_TEST_BASE_SQSH"] and "sandbox" in images[1], images

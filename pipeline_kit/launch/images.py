@@ -35,7 +35,7 @@ def dockerfile_tag(path: Path) -> tuple[str, dict[str, str]]:
         if name in os.environ
     }
     digest = hashlib.sha256((text + repr(sorted(args.items()))).encode()).hexdigest()[:16]
-    return f"kit-{path.stem.lower().replace('.', '-')}:{digest}", args
+    return f"kit-{path.name.lower().replace('.', '-')}:{digest}", args  # Dockerfile.sandbox: kit-dockerfile-sandbox
 
 
 def _dockerfile(cluster: ClusterConfig, rel: str) -> Path:
