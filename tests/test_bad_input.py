@@ -159,3 +159,12 @@ def test_unknown_cluster_names_the_folders_and_the_configs_there(kit, configs, u
     assert f"no slurm-a10.yaml in {d}, {user_repo / 'cluster_configs'} (no such folder), {PACKAGE_CONFIGS}" in line
     assert "the configs there are laptop, slurm-a100, " in line and "none" in line  # the package's examples too
     assert "Did you mean 'slurm-a100'?" in line and "kit setup --cluster=slurm-a10" in line
+
+
+def test_misspelled_container_key_gets_a_did_you_mean(kit, configs):
+    d = configs("ctr", "executor: slurm\njob_dir: JOB_DIR\ncontainers: {base: /images/base.sqsh}\n")
+    res = kit("run_cmd", "--cluster=ctr", f"--config_dir={d}", "--container=bsae", "--dry_run", "--command=true")
+    assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
+    assert (
+        "container 'bsae' is not under 'containers' (known: base); did you mean 'base'? Or add it there." in res.stderr
+    )

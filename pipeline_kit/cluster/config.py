@@ -52,9 +52,13 @@ class ClusterConfig:
     def container(self, key: str) -> str:
         """The image (or `dockerfile:PATH`) for a container key, failing with the keys that exist."""
         if key not in self.containers:
+            from pipeline_kit.cluster.schema import closest
+
             known = ", ".join(sorted(self.containers)) or "none"
+            best = closest(key, sorted(self.containers))
+            fix = f"did you mean '{best}'? Or add it there." if best else "add it there."
             raise UserError(
-                f"{self.source}: container '{key}' is not under 'containers' (known: {known}); add it there."
+                f"{self.source}: container '{key}' is not under 'containers' (known: {known}); {fix}"
             )
         return self.containers[key]
 
