@@ -24,6 +24,7 @@ squashfs() {
   command -v enroot >/dev/null || return 0
   if [ ! -s "$SQSH" ] || [ "$TAR" -nt "$SQSH" ]; then
     local log=$CACHE/enroot-import.log
+    mkdir -p "$CACHE"
     rm -f "$SQSH.tmp"
     enroot import -o "$SQSH.tmp" "dockerd://$IMAGE" >"$log" 2>&1 || { tail -n 20 "$log" >&2; die "enroot import of $IMAGE failed"; }
     mv -f "$SQSH.tmp" "$SQSH"
