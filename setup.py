@@ -29,7 +29,8 @@ class build_py_with_resources(build_py):
                 continue
             dst = Path(self.build_lib) / "pipeline_kit" / name
             shutil.rmtree(dst, ignore_errors=True)  # no file deleted at the top level survives in an old build dir
-            shutil.copytree(src, dst, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+            # prepared benchmark data (datasets_registry/<name>/*.jsonl) is the user's, not the package's
+            shutil.copytree(src, dst, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.jsonl"))
 
 
 setup(cmdclass={"build_py": build_py_with_resources})

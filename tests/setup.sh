@@ -9,5 +9,5 @@ if [ ! -x .venv/bin/python ]; then
 fi
 # torch, pinned (an unpinned one pulls GBs of CUDA wheels): users have it, and nemo-run's import reaches for it,
 # so tests/test_launch_imports.py needs it to prove that launching never imports it; training will need it too
-.venv/bin/pip install -q --disable-pip-version-check -e '.[test,generate,sandbox]' torch==2.13.0
+.venv/bin/pip install -q --disable-pip-version-check -e '.[test,generate,sandbox,eval,plot,data]' torch==2.13.0
 bash tests/services/up.sh

@@ -7,7 +7,8 @@ elsewhere). It logs every completion request it receives (one JSON line), so tes
 Answers `\\boxed{<the number in the last message>}`; prompts over C characters get the 400 error vLLM gives.
 With --tir_rounds N it is a scripted tool-using model: until the prompt holds N ```output blocks it writes a
 ```python block (TEMPLATE with {numbers} = the problem's numbers joined by +, {round}), honouring `stop` like
-vLLM; then it answers \\boxed{<the last output>}. Only the sandbox can compute that output."""
+vLLM; then it answers \\boxed{<the last output>}. Only the sandbox can compute that output. To a judge prompt
+(prompts/judge/math.yaml) it says "Judgement: Yes" when the expected and predicted answers are the same string."""
 
 from __future__ import annotations
 
@@ -79,6 +80,9 @@ def main() -> None:
             text = f"\\boxed{{{numbers[-1] if numbers else 0}}}"
             if args.tir_rounds:
                 text = tir_answer(body, chat)
+            judged = re.search(r"Expected answer: (.*)\nPredicted answer: (.*)", prompt)
+            if judged:  # a judge prompt (prompts/judge/math.yaml): equal strings are a Yes
+                text = f"Compared.\nJudgement: {'Yes' if judged[1].strip() == judged[2].strip() else 'No'}"
             usage = {"prompt_tokens": len(prompt), "completion_tokens": 3, "total_tokens": len(prompt) + 3}
             choice = {"index": 0, "finish_reason": "stop"}
             choice |= {"message": {"role": "assistant", "content": text}} if chat else {"text": text}

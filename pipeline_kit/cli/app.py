@@ -4,7 +4,18 @@ from __future__ import annotations
 
 import typer
 
-from pipeline_kit.cli import experiments, generate_cmd, run_cmd, setup_cmd, start_sandbox_cmd, start_server_cmd
+from pipeline_kit.cli import (
+    eval_cmd,
+    experiments,
+    generate_cmd,
+    grade_cmd,
+    prepare_data_cmd,
+    run_cmd,
+    setup_cmd,
+    start_sandbox_cmd,
+    start_server_cmd,
+    summarize_cmd,
+)
 
 app = typer.Typer(
     name="kit",
@@ -15,10 +26,14 @@ app = typer.Typer(
 )
 run_cmd.register(app)
 generate_cmd.register(app)
+eval_cmd.register(app)
 start_server_cmd.register(app)
 start_sandbox_cmd.register(app)
 experiments.register(app)
 setup_cmd.register(app)
+prepare_data_cmd.register(app)
+summarize_cmd.register(app)
+grade_cmd.register(app)
 
 
 def click_command():

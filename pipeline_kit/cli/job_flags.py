@@ -185,8 +185,9 @@ def cluster_from(cluster: str | None, config_dir: str | None):
     return load_cluster_config(cluster, config_dir)
 
 
-def run_jobs(flags: JobFlags, cluster, expname: str, jobs: list) -> int:
-    """Run the jobs a builder made as one pipeline and report; returns the exit code."""
+def run_jobs(flags: JobFlags, cluster, expname: str, jobs: list, result_log: str | None = None) -> int:
+    """Run the jobs a builder made as one pipeline and report; returns the exit code. `result_log`: a log, relative
+    to the run's log folder, printed whole once the jobs ended (eval's summary table)."""
     from pipeline_kit.launch import run_pipeline
 
     pipeline = flags.pipeline(cluster, expname, jobs)
@@ -206,9 +207,11 @@ def run_jobs(flags: JobFlags, cluster, expname: str, jobs: list) -> int:
 
     if cluster.executor != "slurm":
         for paths in log_files(cluster, result.record).values():
-            for path in paths[:4]:
+            for path in [p for p in paths if not result_log or not p.endswith(result_log)][:4]:
                 typer.echo(f"--- {path} (last lines)")
                 typer.echo(tail(cluster, path, 10), nl=False)
+    if result_log:
+        typer.echo(tail(cluster, f"{result.record.log_dir}/{result_log}", 10_000), nl=False)
     for name, state in result.states.items():
         report = failure_report(cluster, result.record, name) if state == "FAILED" else ""
         if report:  # the root cause last, where the eye lands

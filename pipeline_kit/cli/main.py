@@ -68,3 +68,7 @@ def _no_such_option(name: str, ctx) -> str | None:
 
 def entry() -> None:
     sys.exit(main())
+
+
+if __name__ == "__main__":  # `python -m pipeline_kit.cli.main ...`: how jobs run kit commands (e.g. eval's summarize)
+    entry()

@@ -57,9 +57,7 @@ class ClusterConfig:
             known = ", ".join(sorted(self.containers)) or "none"
             best = closest(key, sorted(self.containers))
             fix = f"did you mean '{best}'? Or add it there." if best else "add it there."
-            raise UserError(
-                f"{self.source}: container '{key}' is not under 'containers' (known: {known}); {fix}"
-            )
+            raise UserError(f"{self.source}: container '{key}' is not under 'containers' (known: {known}); {fix}")
         return self.containers[key]
 
     @property

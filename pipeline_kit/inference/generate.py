@@ -117,7 +117,12 @@ def run(cfg: GenerateConfig) -> None:
         final = merged
     if cfg.postprocess_cmd:
         say(f"postprocess: {cfg.postprocess_cmd}")
-        subprocess.run(cfg.postprocess_cmd, shell=True, check=True, env={**os.environ, "KIT_OUTPUT_FILE": str(final)})
+        subprocess.run(
+            cfg.postprocess_cmd,
+            shell=True,
+            check=True,
+            env={**os.environ, "KIT_OUTPUT_FILE": str(final), "KIT_PYTHON": sys.executable},
+        )
 
 
 @functools.cache

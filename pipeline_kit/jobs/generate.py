@@ -119,21 +119,21 @@ def generate_jobs(
     io = {"inputs": [plan.input_file], "outputs": [plan.output_dir]}
     if not plan.todo:
         message = f"kit generate: all {len(plan.units)} units in {plan.output_dir} are done; nothing to generate"
-        done = Command(f"echo {shlex.quote(message)}", name="done", container=_client_container(cluster, spec))
+        done = Command(f"echo {shlex.quote(message)}", name="done", container=client_container(cluster, spec))
         only = JobPlan("", [CommandGroup([done], name="done")], io)
         return chain(replace(options, dependent_jobs=0), lambda copy: [only])
 
     def plan_copy(copy: int) -> list[JobPlan]:
         todo = plan.todo  # later copies of a --dependent_jobs chain run the same units and resume what is left
         default_jobs = len(todo) if cluster.executor == "slurm" else 1
-        shares = _split(todo, min(spec.num_jobs or default_jobs, len(todo)))
+        shares = split_units(todo, min(spec.num_jobs or default_jobs, len(todo)))
         overrides = list(plan.overrides)
         # only the first job of a --dependent_jobs chain redoes; the next ones resume what it left
         overrides += ["++rerun_done=true"] if spec.rerun_done and copy == 0 else []
         overrides += [f"++postprocess_cmd={override_value(spec.postprocess_cmd)}"] if spec.postprocess_cmd else []
         labels = tuple(tuple(u.label for u in share) for share in shares)
         client = ClientCommand(cluster.kit_python, spec.server, (*overrides, *spec.overrides), labels)
-        groups = _groups(cluster, spec, client, array=len(shares) > 1)
+        groups = generation_groups(cluster, spec, client, array=len(shares) > 1)
         fields = {**io, **({"array_size": len(shares)} if len(shares) > 1 else {})}
         return [JobPlan("", groups, fields)]
 
@@ -157,7 +157,7 @@ def _outputs_visible(cluster: ClusterConfig) -> bool:
     return cluster.executor == "none" or (cluster.executor == "slurm" and cluster.ssh_tunnel is None)
 
 
-def _split(units: list, n: int) -> list[list]:
+def split_units(units: list, n: int) -> list[list]:
     size, extra = divmod(len(units), n)
     out, start = [], 0
     for i in range(n):
@@ -167,7 +167,7 @@ def _split(units: list, n: int) -> list[list]:
     return out
 
 
-def _client_container(cluster: ClusterConfig, spec: GenerateSpec) -> str | None:
+def client_container(cluster: ClusterConfig, spec: GenerateSpec) -> str | None:
     """--container; else on Docker the server's (a Docker job runs in one container); else 'kit' if defined."""
     from pipeline_kit.servers.component import server_container
 
@@ -181,38 +181,38 @@ def _client_container(cluster: ClusterConfig, spec: GenerateSpec) -> str | None:
     return "kit" if "kit" in cluster.containers else None
 
 
-def _groups(cluster: ClusterConfig, spec: GenerateSpec, client: object, array: bool) -> list[CommandGroup]:
+def generation_groups(cluster: ClusterConfig, spec: GenerateSpec, client: object, array: bool) -> list[CommandGroup]:
     """One job: server group + client group (+ sandbox group): a het job on Slurm. An array job (several shares of
     the units) cannot be heterogeneous on Slurm, so each element runs everything side by side in one group."""
     from pipeline_kit.sandbox.component import SANDBOX_NAME
     from pipeline_kit.servers.component import SERVER_NAME, server_container, server_group
 
-    client_container = _client_container(cluster, spec)
+    client_key = client_container(cluster, spec)
     sandboxed = spec.sandbox.group(cluster) if spec.sandbox else None
     refs = {SANDBOX_NAME: sandboxed.commands[0]} if sandboxed else {}
-    if array and sandboxed and sandboxed.container != client_container:
+    if array and sandboxed and sandboxed.container != client_key:
         raise UserError(
             f"several jobs run the sandbox beside the client in one container, but they differ ({sandboxed.container} "
-            f"vs {client_container}); pass --num_jobs=1 or the same --container and --sandbox_container."
+            f"vs {client_key}); pass --num_jobs=1 or the same --container and --sandbox_container."
         )
     if not spec.server.starts_server:
-        client_cmd = Command(client, name="client", container=client_container, refs=refs)
+        client_cmd = Command(client, name="client", container=client_key, refs=refs)
         if array and sandboxed:
             return [CommandGroup([*sandboxed.commands, client_cmd], name="generate", needs_namespaces=True)]
         return [CommandGroup([client_cmd], name="client"), *([sandboxed] if sandboxed else [])]
     served = server_group(spec.server, server_container(spec.server, cluster, spec.server_container), spec.server_port)
     refs[SERVER_NAME] = served.commands[0]
-    client_cmd = Command(client, name="client", container=client_container, refs=refs)
+    client_cmd = Command(client, name="client", container=client_key, refs=refs)
     if array:
         if spec.server.nodes > 1:
             raise UserError(
                 f"--server_nodes={spec.server.nodes} needs one job for all units (--num_jobs=1): several jobs run as "
                 "a Slurm array, whose elements cannot hold a multi-node server beside its client."
             )
-        if served.container != client_container:
+        if served.container != client_key:
             raise UserError(
                 f"several jobs run server and client in one container, but they differ ({served.container} vs "
-                f"{client_container}); pass --num_jobs=1 or the same --container and --server_container."
+                f"{client_key}); pass --num_jobs=1 or the same --container and --server_container."
             )
         sandbox_cmds = sandboxed.commands if sandboxed else []
         return [

@@ -1,0 +1,34 @@
+"""AIME 2024: the 30 problems of AIME I and II 2024, integer answers 0-999.
+Upstream: Qwen2.5-Math's evaluation data; its answers keep leading zeros ("025"), kept here as answer_raw."""
+
+from pipeline_kit.benchmarks import Source, aops_problem, plain_number
+
+GROUP = "math"
+METRICS_TYPE = "math"
+PROMPT_CONFIG = "generic/math"
+SPLIT = "test"
+NUM_SAMPLES = 16
+TEMPERATURE = 0.6
+TOP_P = 0.95
+TOKENS_TO_GENERATE = 8192
+REQUIRES_SANDBOX = False
+SOURCE = Source(
+    "https://raw.githubusercontent.com/QwenLM/Qwen2.5-Math/main/evaluation/data/aime24/test.jsonl",
+    "jsonl",
+)
+
+
+def prepare(row: dict, index: int) -> dict:
+    year, contest, number = aops_problem(row["url"])
+    return {
+        "id": f"aime24-{index}",
+        "problem": row["problem"],
+        "expected_answer": plain_number(row["answer"]),
+        "solution": row["solution"],
+        "url": row["url"],
+        "year": year,
+        "contest": contest,
+        "problem_number": number,
+        "source_id": row["id"],
+        "answer_raw": str(row["answer"]),
+    }

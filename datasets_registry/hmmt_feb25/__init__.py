@@ -1,0 +1,30 @@
+"""HMMT February 2025: the 30 problems MathArena evaluates, LaTeX answers (numbers and closed forms).
+Upstream: the MathArena/hmmt_feb_2025 dataset on Hugging Face, a parquet file (reading it needs pyarrow)."""
+
+from pipeline_kit.benchmarks import Source
+
+GROUP = "math"
+METRICS_TYPE = "math"
+PROMPT_CONFIG = "generic/math"
+SPLIT = "test"
+NUM_SAMPLES = 16
+TEMPERATURE = 0.6
+TOP_P = 0.95
+TOKENS_TO_GENERATE = 8192
+REQUIRES_SANDBOX = False
+SOURCE = Source(
+    "https://huggingface.co/datasets/MathArena/hmmt_feb_2025/resolve/main/data/train-00000-of-00001.parquet",
+    "parquet",
+)
+RENAMED = {"problem_idx": "source_id", "answer": "answer_raw"}
+
+
+def prepare(row: dict, index: int) -> dict:
+    record = {
+        "id": f"hmmt_feb25-{row['problem_idx']}",
+        "problem": row["problem"],
+        "expected_answer": str(row["answer"]).strip(),
+    }
+    # the other columns (e.g. problem_type) come along as they are
+    record.update({RENAMED.get(k, k): v for k, v in row.items() if k != "problem"})
+    return record

@@ -1,0 +1,32 @@
+"""Minerva Math: 272 undergraduate science and math problems (MIT OCW), the set of the Minerva paper.
+Upstream: Qwen2.5-Math's evaluation data; the answer is the last \\boxed{} of the solution (some are Python-ish)."""
+
+from pipeline_kit.benchmarks import Source, last_boxed
+
+GROUP = "math"
+METRICS_TYPE = "math"
+PROMPT_CONFIG = "generic/math"
+SPLIT = "test"
+NUM_SAMPLES = 4
+TEMPERATURE = 0.6
+TOP_P = 0.95
+TOKENS_TO_GENERATE = 4096
+REQUIRES_SANDBOX = False
+SOURCE = Source(
+    "https://raw.githubusercontent.com/QwenLM/Qwen2.5-Math/main/evaluation/data/minerva_math/test.jsonl",
+    "jsonl",
+)
+
+
+def prepare(row: dict, index: int) -> dict:
+    answer = last_boxed(row["solution"])
+    if answer is None:
+        raise ValueError("its solution has no \\boxed{} answer")
+    return {
+        "id": f"minerva_math-{index}",
+        "problem": row["problem"],
+        "expected_answer": answer,
+        "solution": row["solution"],
+        "type": row["type"],
+        "source_id": index,
+    }

@@ -1,0 +1,348 @@
+"""The benchmark registry: one Python module per benchmark, in the shipped `datasets_registry/` folder or in a
+user's own folder (`--extra_datasets DIR`), loaded by name into a `Benchmark`.
+
+A module is `DIR/NAME.py` or `DIR/NAME/__init__.py` (names starting with `_` are helpers, not benchmarks). It
+sets the constants of SETTINGS below and defines how its records are made: `prepare(row, index)` turns one row of
+the upstream file named by SOURCE into a record (or None to leave the row out); a benchmark without SOURCE defines
+`generate()`, which returns every record. A record has `id`, `problem` and `expected_answer`, plus any source
+fields. `kit prepare_data` writes the records to `<data_dir>/NAME/<SPLIT>.jsonl`; without --data_dir, data_dir
+is the folder the module lives in. datasets_registry/README.md shows a module."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.util
+import math
+import re
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from pipeline_kit.cluster.schema import closest, did_you_mean
+from pipeline_kit.errors import UserError
+from pipeline_kit.resources import resource_dir
+
+FORMATS = ("jsonl", "json", "parquet")  # json: one array of objects; parquet needs pyarrow
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a benchmark's rows come from: an http(s) URL of a file in one of FORMATS, as upstream publishes it
+    (e.g. https://huggingface.co/datasets/<repo>/resolve/main/<file> or a raw.githubusercontent.com file).
+    KIT_DATASETS_BASE_URL redirects every such URL (see pipeline_kit/cli/prepare_data_cmd.py)."""
+
+    url: str
+    format: str
+
+    def __post_init__(self):
+        if not re.match(r"^(https?://[^/]+/|file:///)", self.url):
+            raise ValueError(f"Source url {self.url!r} is not an http(s):// or file:// URL")
+        if self.format not in FORMATS:
+            raise ValueError(f"Source format {self.format!r} is not one of {', '.join(FORMATS)}")
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One constant a benchmark module sets: its name, the Python types it may have and what it means."""
+
+    name: str
+    types: tuple[type, ...]
+    meaning: str
+    required: bool = True
+    default: Any = None
+
+
+SETTINGS = (
+    Setting("GROUP", (str,), "the family of benchmarks it belongs to, e.g. 'math'"),
+    Setting("METRICS_TYPE", (str,), "how its results are graded and scored, e.g. 'math'"),
+    Setting("PROMPT_CONFIG", (str,), "the prompt config of its generations, e.g. 'generic/math'"),
+    Setting("SPLIT", (str,), "the split it writes: <data_dir>/NAME/<SPLIT>.jsonl"),
+    Setting("NUM_SAMPLES", (int,), "how many sampled seeds `kit eval` runs by default (0: one greedy output)"),
+    Setting("TEMPERATURE", (float, int), "sampling temperature of the seeds"),
+    Setting("TOP_P", (float, int), "nucleus sampling top_p of the seeds"),
+    Setting("TOKENS_TO_GENERATE", (int,), "the generation budget of one solution, in tokens"),
+    Setting("REQUIRES_SANDBOX", (bool,), "whether its generations execute code in the sandbox"),
+    Setting("SOURCE", (Source, type(None)), "the upstream file (Source), or None when generate() makes the records"),
+    Setting(
+        "GENERATION_OVERRIDES",
+        (tuple, list),
+        "++key=value overrides its generations also get (e.g. ++code_execution=true)",
+        required=False,
+        default=(),
+    ),
+)
+
+
+@dataclass(frozen=True)
+class Benchmark:
+    """A loaded benchmark module: its settings (SETTINGS, lower-cased) and where it and its data live."""
+
+    name: str
+    module_file: Path
+    home: Path  # the registry folder that defines it: the default data_dir
+    description: str  # the first line of the module's docstring
+    group: str
+    metrics_type: str
+    prompt_config: str
+    split: str
+    num_samples: int
+    temperature: float
+    top_p: float
+    tokens_to_generate: int
+    requires_sandbox: bool
+    source: Source | None
+    generation_extra: tuple[str, ...]
+    prepare: Callable[[dict, int], dict | None] | None
+    generate: Callable[[], list[dict]] | None
+
+    def data_file(self, data_dir: str | Path | None = None) -> Path:
+        """Where `kit prepare_data` writes its records: <data_dir>/NAME/<SPLIT>.jsonl, data_dir defaulting to the
+        folder that defines the benchmark."""
+        return Path(data_dir if data_dir is not None else self.home) / self.name / f"{self.split}.jsonl"
+
+    def sampling(self, sampled: bool) -> dict[str, float | int]:
+        """The inference settings of one output: the seeds' temperature and top_p when `sampled`, else greedy."""
+        if sampled:
+            return {"temperature": self.temperature, "top_p": self.top_p, "tokens_to_generate": self.tokens_to_generate}
+        return {"temperature": 0.0, "tokens_to_generate": self.tokens_to_generate}
+
+    def generation_overrides(self, sampled: bool) -> tuple[str, ...]:
+        """The benchmark's defaults as `++key=value` overrides of a generation (prompt config, sampling, extras)."""
+        keys = [f"++prompt_config={_override_value(self.prompt_config)}"]
+        keys += [f"++inference.{k}={v}" for k, v in self.sampling(sampled).items()]
+        return (*keys, *self.generation_extra)
+
+
+def _override_value(value: str) -> str:
+    if re.fullmatch(r"[\w./-]+", value):
+        return value
+    from pipeline_kit.inference.config import override_value
+
+    return override_value(value)
+
+
+# ---- the registry
+
+
+def registry_dirs(extra_datasets: str | Path | None = None) -> list[Path]:
+    """The folders benchmarks are defined in: the shipped registry, then the user's --extra_datasets folder."""
+    dirs = [resource_dir("datasets_registry")]
+    if extra_datasets:
+        extra = Path(extra_datasets).expanduser()
+        if not extra.is_dir():
+            raise UserError(
+                f"--extra_datasets {extra_datasets}: no such folder; give the folder that holds your benchmark "
+                "modules (NAME.py or NAME/__init__.py, see datasets_registry/README.md)."
+            )
+        dirs.append(extra)
+    return dirs
+
+
+def _modules_in(folder: Path) -> dict[str, Path]:
+    """NAME -> module file of every benchmark module in `folder` (NAME.py or NAME/__init__.py)."""
+    found: dict[str, Path] = {}
+    if not folder.is_dir():
+        return found
+    for entry in sorted(folder.iterdir(), key=lambda p: p.name):
+        if entry.name.startswith(("_", ".")):
+            continue
+        if entry.is_dir() and (entry / "__init__.py").is_file():
+            name, module = entry.name, entry / "__init__.py"
+        elif entry.is_file() and entry.suffix == ".py":
+            name, module = entry.stem, entry
+        else:
+            continue
+        if not NAME_RE.match(name):
+            raise UserError(
+                f"{module}: '{name}' is not a benchmark name (letters, digits, '_' and '-'); rename it, or start "
+                "its name with '_' if it is a helper module and no benchmark."
+            )
+        if name in found:
+            raise UserError(f"{folder}: benchmark '{name}' is defined twice ({found[name]} and {module}); keep one.")
+        found[name] = module
+    return found
+
+
+def definitions(extra_datasets: str | Path | None = None) -> dict[str, tuple[Path, Path]]:
+    """NAME -> (module file, registry folder) of every benchmark, without importing any of them."""
+    out: dict[str, tuple[Path, Path]] = {}
+    for folder in registry_dirs(extra_datasets):
+        for name, module in _modules_in(folder).items():
+            if name in out:
+                raise UserError(
+                    f"benchmark '{name}' of --extra_datasets ({module}) has the name of a shipped one "
+                    f"({out[name][0]}); rename yours (e.g. {name}_mine) so that results tables keep them apart."
+                )
+            out[name] = (module, folder)
+    return out
+
+
+def benchmark_names(extra_datasets: str | Path | None = None) -> list[str]:
+    """The names of every benchmark (shipped, then --extra_datasets), sorted."""
+    return sorted(definitions(extra_datasets))
+
+
+def get_benchmark(name: str, extra_datasets: str | Path | None = None) -> Benchmark:
+    """The benchmark NAME; an unknown name fails with one line that lists the known ones."""
+    found = definitions(extra_datasets)
+    if name not in found:
+        known = sorted(found)
+        hint = "" if extra_datasets else " (your own benchmarks: --extra_datasets DIR)"
+        raise UserError(f"unknown benchmark '{name}'.{did_you_mean(name, known)} Known: {', '.join(known)}{hint}.")
+    module_file, home = found[name]
+    st = module_file.stat()
+    return _load(name, module_file, home, st.st_mtime_ns, st.st_size)
+
+
+def all_benchmarks(extra_datasets: str | Path | None = None) -> list[Benchmark]:
+    return [get_benchmark(name, extra_datasets) for name in benchmark_names(extra_datasets)]
+
+
+@functools.cache
+def _load(name: str, module_file: Path, home: Path, _mtime: int, _size: int) -> Benchmark:
+    module = _import(name, module_file)
+    where = str(module_file)
+    values: dict[str, Any] = {}
+    known = [s.name for s in SETTINGS]
+    for attr in dir(module):
+        if attr.isupper() and attr not in known and (best := closest(attr, known)):
+            raise UserError(f"{where}: unknown setting {attr}; did you mean {best}? Settings: {', '.join(known)}.")
+    for s in SETTINGS:
+        if not hasattr(module, s.name):
+            if s.required:
+                raise UserError(f"{where}: benchmark '{name}' does not set {s.name} ({s.meaning}); add it.")
+            values[s.name] = s.default
+            continue
+        value = getattr(module, s.name)
+        if not isinstance(value, s.types) or (isinstance(value, bool) and bool not in s.types):
+            kinds = " or ".join("None" if t is type(None) else t.__name__ for t in s.types)
+            raise UserError(f"{where}: {s.name} = {value!r} must be {kinds} ({s.meaning}).")
+        values[s.name] = value
+    _check_values(where, values)
+    prepare, generate = _functions(where, module, values["SOURCE"])
+    doc = (module.__doc__ or "").strip().splitlines()
+    return Benchmark(
+        name=name,
+        module_file=module_file,
+        home=home,
+        description=doc[0] if doc else "",
+        group=values["GROUP"],
+        metrics_type=values["METRICS_TYPE"],
+        prompt_config=values["PROMPT_CONFIG"],
+        split=values["SPLIT"],
+        num_samples=values["NUM_SAMPLES"],
+        temperature=float(values["TEMPERATURE"]),
+        top_p=float(values["TOP_P"]),
+        tokens_to_generate=values["TOKENS_TO_GENERATE"],
+        requires_sandbox=values["REQUIRES_SANDBOX"],
+        source=values["SOURCE"],
+        generation_extra=tuple(values["GENERATION_OVERRIDES"]),
+        prepare=prepare,
+        generate=generate,
+    )
+
+
+def _import(name: str, module_file: Path) -> ModuleType:
+    """Import a benchmark module from its file (no sys.path change); any failure is one line naming the file."""
+    tag = hashlib.sha1(str(module_file).encode()).hexdigest()[:10]
+    module_name = f"_kit_benchmark_{tag}_{name.replace('-', '_')}"
+    package = [str(module_file.parent)] if module_file.name == "__init__.py" else None
+    spec = importlib.util.spec_from_file_location(module_name, module_file, submodule_search_locations=package)
+    if spec is None or spec.loader is None:
+        raise UserError(f"{module_file}: cannot be imported as a Python module; check its name and contents.")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except UserError:
+        raise
+    except SyntaxError as e:
+        sys.modules.pop(module_name, None)
+        raise UserError(f"{module_file}:{e.lineno}: syntax error in benchmark module: {e.msg}; fix the file.") from e
+    except Exception as e:
+        sys.modules.pop(module_name, None)
+        raise UserError(
+            f"{module_file}: loading benchmark module '{name}' failed: {type(e).__name__}: {e}; fix the file."
+        ) from e
+    return module
+
+
+def _check_values(where: str, v: dict[str, Any]) -> None:
+    if not NAME_RE.match(v["SPLIT"]):
+        raise UserError(f"{where}: SPLIT = {v['SPLIT']!r} must be a plain file name stem such as 'test'.")
+    if v["NUM_SAMPLES"] < 0:
+        raise UserError(f"{where}: NUM_SAMPLES = {v['NUM_SAMPLES']} must be 0 (greedy) or a number of seeds.")
+    if not (math.isfinite(v["TEMPERATURE"]) and v["TEMPERATURE"] >= 0):
+        raise UserError(f"{where}: TEMPERATURE = {v['TEMPERATURE']} must be a number >= 0.")
+    if not 0 < v["TOP_P"] <= 1:
+        raise UserError(f"{where}: TOP_P = {v['TOP_P']} must be in (0, 1].")
+    if v["TOKENS_TO_GENERATE"] <= 0:
+        raise UserError(f"{where}: TOKENS_TO_GENERATE = {v['TOKENS_TO_GENERATE']} must be a positive number.")
+    for item in v["GENERATION_OVERRIDES"]:
+        if not (isinstance(item, str) and re.match(r"^\+{0,2}[\w.]+=", item)):
+            raise UserError(f"{where}: GENERATION_OVERRIDES item {item!r} must be a '++key=value' string.")
+
+
+def _functions(where: str, module: ModuleType, source: Source | None) -> tuple[Callable | None, Callable | None]:
+    """(prepare, generate): a benchmark with a SOURCE defines prepare(row, index); one without, generate()."""
+    wanted, other = ("prepare", "generate") if source is not None else ("generate", "prepare")
+    fn = getattr(module, wanted, None)
+    if not callable(fn):
+        what = (
+            "prepare(row, index), which turns one upstream row into a record"
+            if source is not None
+            else "generate(), which returns its records (it has no SOURCE to download)"
+        )
+        raise UserError(f"{where}: defines no {what}; add it.")
+    if callable(getattr(module, other, None)):
+        why = "it has a SOURCE, so prepare(row, index)" if source else "it has no SOURCE, so generate()"
+        raise UserError(f"{where}: defines {other}(), which is never called: {why} makes its records; remove one.")
+    return (fn, None) if source is not None else (None, fn)
+
+
+# ---- helpers for prepare functions
+
+
+def last_boxed(text: str) -> str | None:
+    """The contents of the last \\boxed{...} (or \\fbox{...}) in `text`, braces matched, or None if there is none."""
+    start = max(text.rfind("\\boxed"), text.rfind("\\fbox"))
+    if start < 0:
+        return None
+    brace = text.find("{", start)
+    if brace < 0:
+        return None
+    depth = 0
+    for i in range(brace, len(text)):
+        if text[i] == "{":
+            depth += 1
+        elif text[i] == "}":
+            depth -= 1
+            if depth == 0:
+                return text[brace + 1 : i]
+    return None
+
+
+def plain_number(value: Any) -> str:
+    """A number as an answer string: 27.0 and '27.0' -> '27', '025' -> '25', 2.5 -> '2.5'."""
+    text = str(value).strip()
+    try:
+        number = float(text)
+    except ValueError as e:
+        raise ValueError(f"answer {value!r} is not a number") from e
+    if math.isfinite(number) and number == int(number) and re.fullmatch(r"[-+]?\d+(\.0*)?", text):
+        return str(int(number))
+    return text
+
+
+def aops_problem(url: str) -> tuple[int, str, int]:
+    """(year, contest, problem number) of an AoPS wiki problem URL, e.g. .../2024_AIME_I_Problems/Problem_2 ->
+    (2024, 'AIME I', 2) and .../2023_AMC_12A_Problems/Problem_10 -> (2023, 'AMC 12A', 10)."""
+    m = re.search(r"/(\d{4})_([A-Za-z]+)_(\w+?)_Problems/Problem_(\d+)$", url)
+    if not m:
+        raise ValueError(f"url {url!r} is not an AoPS wiki problem page (.../YEAR_CONTEST_Problems/Problem_N)")
+    return int(m.group(1)), f"{m.group(2)} {m.group(3)}", int(m.group(4))

@@ -1,0 +1,38 @@
+"""`kit summarize RESULTS_DIR`: one table per benchmark (greedy, pass@1[avg-of-k], majority@k, pass@k), a
+metrics.json, and on request an audit of doubtful samples and a plot against k (pipeline_kit.evaluation.summarize)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+Opt = typer.Option
+
+
+def register(app: typer.Typer) -> None:
+    @app.command(help="Summarize graded results: tables per benchmark, metrics.json, --audit, --plot.")
+    def summarize(
+        results_dir: Annotated[
+            Path,
+            typer.Argument(
+                metavar="RESULTS_DIR",
+                help="Folder with eval-results/<benchmark>/output*.jsonl, <benchmark>/output*.jsonl or output*.jsonl.",
+            ),
+        ],
+        save_metrics_path: Annotated[
+            Path | None, Opt("--save_metrics_path", help="Where to write metrics.json (default: RESULTS_DIR).")
+        ] = None,
+        audit: Annotated[
+            bool, Opt("--audit", help="List failed extractions, grading timeouts and grader/judge disagreements.")
+        ] = False,
+        plot: Annotated[
+            Path | None, Opt("--plot", help="Draw pass@k and majority@k against k into this image (PATH.png).")
+        ] = None,
+    ) -> None:
+        from pipeline_kit.evaluation.summarize import summarize as run
+
+        text, metrics_path = run(results_dir, save_metrics_path, audit, plot)
+        print(text)
+        print(f"\nmetrics: {metrics_path}" + (f"\nplot: {plot}" if plot is not None else ""))

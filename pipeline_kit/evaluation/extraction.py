@@ -1,0 +1,178 @@
+"""Answer extraction: the predicted answer stated by a generation (the last \\boxed{}, "The final answer is", "#### N",
+"the answer is", a multiple-choice letter), as a string, or None when the generation states none."""
+
+from __future__ import annotations
+
+import re
+
+from pipeline_kit.evaluation.normalize import canonical, matching_brace, strip_wrappers
+
+# one or more backslashes: a generation quoted twice (r'\\boxed{-3}') still counts
+_BOXED = re.compile(r"\\+(boxed|fbox)\b\s*")
+_BOX_JOINER = re.compile(r"[\s$,;]*(?:(?:and|or|&|\\q?quad|\\text\{\s*(?:and|or)\s*\})[\s$,;]*)?")
+_FINAL = re.compile(r"final answer(?: is)?\s*[:：]?", re.I)
+_HASHES = re.compile(r"^\s*####\s*(.+?)\s*$", re.M)
+_ANSWER_IS = re.compile(
+    r"(?:\banswer\s*(?:is|[:：])|\bréponse\s*(?:est|:)|\brespuesta\s*(?:es|:)|\bantwort\s*(?:ist|:)|答案\s*[是为:：])",
+    re.I,
+)
+_HOPE = re.compile(r"\s*I hope it is correct\.?\s*$", re.I)
+# $$…$$, $…$ or \(…\); a \$ (a dollar sign) opens or closes none of them
+_INLINE_MATH = re.compile(r"(?<!\\)\$\$(.+?)(?<!\\)\$\$|(?<!\\)\$(.+?)(?<!\\)\$|\\\((.+?)\\\)", re.S)
+# a number (sign, thousands, decimals, a/b, %) or a \frac{}{}: what the last-resort fallbacks pick
+_MATH_TOKEN = re.compile(
+    r"\\[dt]?frac\{[^{}]*\}\{[^{}]*\}|[+-]?\d{1,3}(?:,\d{3})+(?:\.\d+)?%?|[+-]?(?:\d+(?:\.\d+)?|\.\d+)(?:/\d+)?%?"
+)
+_PROSE_WORD = re.compile(r"(?<![\\A-Za-z])[^\W\d_]{3,}|[\u3000-\u9fff\uac00-\ud7af]")
+_SHORT_ANSWER = 60  # a whole generation this short and not prose is its own answer ("42", "\frac{4}{23}")
+_LETTERS = "ABCDEFGHIJ"
+
+
+def _boxes(text: str) -> tuple[list[tuple[int, int, str]], bool]:
+    """The outermost boxes of `text` as (start, end, content), and whether the last \\boxed is never closed."""
+    boxes: list[tuple[int, int, str]] = []
+    open_last = False
+    for m in _BOXED.finditer(text):
+        if boxes and m.start() < boxes[-1][1]:
+            continue  # \boxed{\boxed{1}}: inside the previous one
+        if m.end() < len(text) and text[m.end()] == "{":
+            end = matching_brace(text, m.end())
+            if end is not None:
+                boxes.append((m.start(), end + 1, text[m.end() + 1 : end]))
+            open_last = end is None
+        else:  # \boxed 42$ (no braces): up to the next $ or space
+            tail = re.match(r"[^\s$]+", text[m.end() :]) if m.group().endswith((" ", "\t")) else None
+            if tail:
+                boxes.append((m.start(), m.end() + tail.end(), tail.group()))
+            open_last = tail is None
+    return boxes, open_last
+
+
+def last_boxed(text: str) -> str | None:
+    """The last `\\boxed{…}` or `\\fbox{…}` of `text` with its braces balanced (or `\\boxed 42` up to the next `$` or
+    space), command included; None when there is none or the last one is never closed (a cut-off generation)."""
+    boxes, open_last = _boxes(text)
+    return None if open_last or not boxes else text[boxes[-1][0] : boxes[-1][1]]
+
+
+def boxed_content(text: str) -> str | None:
+    """What the last \\boxed{} of `text` holds (see last_boxed); None when there is none or it is empty."""
+    boxes, open_last = _boxes(text)
+    return None if open_last or not boxes else boxes[-1][2].strip() or None
+
+
+def final_boxed(text: str) -> str | None:
+    """The content of the last \\boxed{}, or of the last run of boxes joined only by commas, "and" or "or"
+    ("\\boxed{2} and \\boxed{3}" → "2, 3": one answer boxed in parts); earlier boxes are steps on the way."""
+    boxes, open_last = _boxes(text)
+    if open_last or not boxes:
+        return None
+    i = len(boxes) - 1
+    while i > 0 and _BOX_JOINER.fullmatch(text[boxes[i - 1][1] : boxes[i][0]]):
+        i -= 1
+    parts = [b[2].strip() for b in boxes[i:]]
+    return ", ".join(p for p in parts if p) or None
+
+
+def extract_answer(text: str | None, multiple_choice: bool = False, fallback: bool = True) -> str | None:
+    """The answer `text` states, by the first rule that finds one: the last \\boxed{}/\\fbox{} (or run of boxes, see
+    final_boxed); "The final answer is X" (without "I hope it is correct", a closing period or $); "#### X"; "the
+    answer is X" / "Answer: X" (also réponse, respuesta, Antwort, 答案); then, with `fallback`, the whole text when
+    it is a short formula, the last $…$ that is not prose, and the last number. With `multiple_choice`, a letter
+    A-J comes first: a boxed or stated letter, then the last "(B)". None when nothing is found."""
+    if not text or not text.strip():
+        return None
+    if multiple_choice:
+        letter = _choice(text)
+        if letter is not None:
+            return letter
+    boxed = final_boxed(text)
+    if boxed is not None:
+        return boxed
+    stated = _stated(text, _FINAL)
+    if stated is not None:
+        return stated
+    hashes = _HASHES.findall(text)
+    if hashes:
+        return strip_wrappers(hashes[-1])
+    stated = _stated(text, _ANSWER_IS)
+    if stated is not None:
+        return stated
+    if not fallback:
+        return None
+    return _fallback(text)
+
+
+def _stated(text: str, anchor: re.Pattern) -> str | None:
+    found = list(anchor.finditer(text))
+    return _after_anchor(text[found[-1].end() :]) if found else None
+
+
+def _after_anchor(rest: str) -> str | None:
+    """The answer that follows "the answer is": the rest of its line up to a sentence's end, its first $…$ if it
+    has one, and the first number or formula in it when it reads as prose ("220 $ à payer" → 220)."""
+    line = _HOPE.sub("", rest.lstrip(" \t:：").split("\n", 1)[0]).strip()
+    segments = list(_INLINE_MATH.finditer(line))
+    if segments:  # the first $…$, with those right after it joined by commas or "and" ($f(n)=n$, $g(n)=1$)
+        run = [segments[0]]
+        for m in segments[1:]:
+            if not _BOX_JOINER.fullmatch(line[run[-1].end() : m.start()]):
+                break
+            run.append(m)
+        parts = [strip_wrappers(next(g for g in m.groups() if g is not None)) for m in run]
+        return ", ".join(p for p in parts if p) or None
+    line = re.split(r"\.(?:\s|$)|。", line, maxsplit=1)[0]
+    line = strip_wrappers(line.replace("**", ""))
+    if _PROSE_WORD.search(_without_commands(line)):
+        token = _MATH_TOKEN.search(line)
+        if token:
+            return token.group()
+        return line if len(line.split()) <= 4 else None  # "Monday"; not "whether it is correct, let us check"
+    return _last_of_chain(line) or None
+
+
+def _last_of_chain(s: str) -> str:
+    """The result of a worked chain, "(35 + 70 = 105)" → 105; an assignment to one variable (x = 5) is kept."""
+    body = s[1:-1] if s.startswith("(") and s.endswith(")") and "=" in s else s
+    parts = re.split(r"(?<![<>!:=\\])=(?!=)", body)
+    if len(parts) < 2 or re.fullmatch(r"\s*\\?[A-Za-z]+(?:_\{?\w+\}?)?\s*", parts[0]):
+        return s
+    return parts[-1].strip() or s
+
+
+def _fallback(text: str) -> str | None:
+    stripped = strip_wrappers(text.replace("**", ""))
+    if len(stripped) <= _SHORT_ANSWER and not _PROSE_WORD.search(_without_commands(stripped)):
+        return stripped or None
+    for m in reversed(list(_INLINE_MATH.finditer(text))):
+        body = strip_wrappers(next(g for g in m.groups() if g is not None))
+        if body and not _PROSE_WORD.search(_without_commands(body)) and re.search(r"[\d\\]", body):
+            return body
+    tokens = _MATH_TOKEN.findall(text)
+    return tokens[-1] if tokens else None
+
+
+def _without_commands(s: str) -> str:
+    """`s` without LaTeX command names and \\text{} bodies, so that \\frac or \\text{ cm} do not read as prose."""
+    return re.sub(r"\\(?:text|mathrm|mbox)\{[^{}]*\}|\\[A-Za-z]+", " ", s)
+
+
+def _choice(text: str) -> str | None:
+    """A multiple-choice letter: boxed (\\boxed{B}, \\boxed{(B)}, \\boxed{\\text{B}}), stated ("answer is (B)",
+    "Answer: B"), or the last "(B)" of the text."""
+    boxed = boxed_content(text)
+    if boxed is not None:
+        return _letter_of(boxed)
+    stated = list(re.finditer(rf"answer\s*(?:is|[:：])?\s*[:：]?\s*\**\s*\(?([{_LETTERS}])\b\)?", text, re.I))
+    stated = [m for m in stated if m.group(1).isupper()]
+    if stated:
+        return stated[-1].group(1)
+    marked = re.findall(rf"\(([{_LETTERS}])\)", text)
+    return marked[-1] if marked else None
+
+
+def _letter_of(answer: str) -> str | None:
+    """B for B, (B), B), \\text{(B)}, \\textbf{B}, "B: 12" or "(B) 12"; None when `answer` is no letter."""
+    s = canonical(answer)
+    m = re.match(rf"\(?([{_LETTERS}])(?![A-Za-z0-9_=])", s)
+    return m.group(1) if m else None

@@ -1,0 +1,211 @@
+"""Grading result files in place (`kit grade`; `python -m pipeline_kit.evaluation.grade PATH…` in jobs): records get
+predicted_answer, symbolic_correct, grading_timed_out and grading_key; changed files are replaced atomically."""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pipeline_kit.errors import UserError
+from pipeline_kit.evaluation.extraction import extract_answer
+from pipeline_kit.evaluation.math_grader import DEFAULT_TIMEOUT, GRADER_VERSION, Task
+from pipeline_kit.evaluation.normalize import canonical, choice_letter, lists_any_order
+
+GLOB = "output*.jsonl"
+ADDED = ("predicted_answer", "symbolic_correct", "grading_timed_out", "grading_key")
+
+
+@dataclass
+class _File:
+    """A file as read: its lines, the records to (re)grade by line index, and its identity when read."""
+
+    path: Path
+    lines: list[str]
+    stat: tuple[int, int, int]
+    todo: dict[int, tuple[dict, Task]] = field(default_factory=dict)
+    records: int = 0
+    correct: int = 0  # among the records graded already (then the todo ones are added)
+    timed_out: int = 0
+
+
+@dataclass
+class Summary:
+    path: Path
+    records: int
+    graded: int  # (re)graded by this run; the rest were graded already
+    correct: int
+    timed_out: int
+
+
+def find_files(paths: list[str | Path]) -> list[Path]:
+    """The files named, and every output*.jsonl under the folders named (sorted); a missing path is an error."""
+    out: list[Path] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            found = sorted(p for p in path.rglob(GLOB) if p.is_file())
+            if not found:
+                raise UserError(f"{path}: no {GLOB} files under this folder; name result files or their folder.")
+            out.extend(found)
+        elif path.is_file():
+            out.append(path)
+        else:
+            raise UserError(f"{path}: no such file or folder; name JSONL result files or folders holding {GLOB}.")
+    return list(dict.fromkeys(out))
+
+
+def grade_files(
+    paths: list[str | Path], workers: int | None = None, timeout: float = DEFAULT_TIMEOUT, force: bool = False
+) -> list[Summary]:
+    """Grade `paths` (files or folders, see find_files) in place. Every file is read and checked before any is
+    graded; answers are graded together (one cache, one pool); each changed file is then replaced atomically. A
+    record keeps its verdict while its grading_key (predicted answer, expected answer, options, list order rule,
+    grader version) is unchanged, unless `force`."""
+    from pipeline_kit.evaluation.grader_pool import grade_tasks
+
+    files = [_read(path, force) for path in find_files(paths)]
+    todo = [(f, i, rec, task) for f in files for i, (rec, task) in f.todo.items()]
+    verdicts = grade_tasks([task for *_, task in todo], workers=workers, timeout=timeout)
+    for (f, i, rec, task), verdict in zip(todo, verdicts, strict=True):
+        rec["predicted_answer"] = task.predicted
+        rec["symbolic_correct"] = verdict.correct
+        rec["grading_timed_out"] = verdict.timed_out
+        rec["grading_key"] = grading_key(task)
+        f.lines[i] = json.dumps(rec, ensure_ascii=False) + "\n"
+        f.correct += verdict.correct
+        f.timed_out += verdict.timed_out
+    for f in files:
+        if f.todo:
+            _write(f)
+    return [Summary(f.path, f.records, len(f.todo), f.correct, f.timed_out) for f in files]
+
+
+def task_of(record: dict, where: str) -> Task:
+    """The grading task of one record: its answer extracted from `generation` (as a letter when the question is
+    multiple-choice: it has `options`, or its expected answer is a letter A-J), the expected answer, the options,
+    and whether lists may come in any order (its `problem` says so)."""
+    for key in ("generation", "expected_answer"):
+        if key not in record:
+            raise UserError(f"{where}: the record has no '{key}'; grading needs 'generation' and 'expected_answer'.")
+    expected, generation = record["expected_answer"], record["generation"]
+    if isinstance(expected, (int, float)) and not isinstance(expected, bool):
+        expected = str(expected)
+    if not isinstance(expected, str):
+        raise UserError(f"{where}: expected_answer must be a string or a number, got {expected!r}; fix the data.")
+    if generation is not None and not isinstance(generation, str):
+        raise UserError(f"{where}: generation must be a string, got {type(generation).__name__}; regenerate it.")
+    options = _options(record.get("options"), where)  # optional: only multiple-choice records have options
+    multiple_choice = bool(options) or choice_letter(canonical(expected)) is not None
+    problem = record.get("problem")  # optional: without it lists are compared in order
+    return Task(
+        predicted=extract_answer(generation, multiple_choice=multiple_choice),
+        expected=expected,
+        options=options,
+        any_order=lists_any_order(problem if isinstance(problem, str) else None),
+    )
+
+
+def grading_key(task: Task) -> str:
+    """What a verdict depends on, hashed: a record whose key is unchanged is not graded again."""
+    text = json.dumps([GRADER_VERSION, task.predicted, task.expected, task.options, task.any_order])
+    return hashlib.sha1(text.encode()).hexdigest()[:16]
+
+
+def _options(raw, where: str) -> tuple[tuple[str, str], ...]:
+    """`options` as (letter, text) pairs: a list (A, B, … in order) or a {letter: text} object."""
+    if raw is None:
+        return ()
+    if isinstance(raw, list):
+        raw = {chr(ord("A") + i): text for i, text in enumerate(raw)}
+    if not isinstance(raw, dict) or not all(isinstance(v, (str, int, float)) for v in raw.values()):
+        raise UserError(f"{where}: options must be a list of option texts or a {{letter: text}} object, got {raw!r}.")
+    return tuple((str(k).strip().upper(), str(v)) for k, v in raw.items())
+
+
+def _read(path: Path, force: bool) -> _File:
+    try:
+        st = path.stat()
+        with open(path, encoding="utf-8") as fh:
+            lines = fh.readlines()
+    except (OSError, UnicodeDecodeError) as e:
+        raise UserError(f"{path}: cannot be read ({e}); check the path and its permissions.") from None
+    f = _File(path, lines, (st.st_ino, st.st_size, st.st_mtime_ns))
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        where = f"{path}:{i + 1}"
+        try:
+            record = json.loads(line)
+        except ValueError as e:
+            raise UserError(f"{where} is not valid JSON ({e}); fix or regenerate that file.") from None
+        if not isinstance(record, dict):
+            raise UserError(f"{where} is not a JSON object; every line of a result file is one record.")
+        f.records += 1
+        task = task_of(record, where)
+        graded = all(k in record for k in ADDED) and record["grading_key"] == grading_key(task)
+        if force or not graded:
+            f.todo[i] = (record, task)
+        else:
+            f.correct += record["symbolic_correct"] is True
+            f.timed_out += record["grading_timed_out"] is True
+    if lines and not lines[-1].endswith("\n"):
+        f.lines[-1] += "\n"
+    return f
+
+
+def _write(f: _File) -> None:
+    """Replace the file atomically, unless it changed since it was read (a generation rerun wrote it meanwhile)."""
+    from pipeline_kit.atomic import write_atomic
+
+    st = f.path.stat()
+    if (st.st_ino, st.st_size, st.st_mtime_ns) != f.stat:
+        raise UserError(f"{f.path} changed while it was being graded (written by another job?); grade it again.")
+    write_atomic(f.path, "".join(f.lines))
+
+
+def report(summaries: list[Summary]) -> str:
+    return "\n".join(
+        f"{s.path}: {s.records} records, {s.correct} correct ({100 * s.correct / max(s.records, 1):.1f}%)"
+        + (f", {s.timed_out} grading timed out" if s.timed_out else "")
+        + (f"; {s.graded} graded now" if s.graded != s.records else "")
+        for s in summaries
+    )
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, as every kit error, not argparse's usage block
+        raise UserError(f"{message} (see `python -m pipeline_kit.evaluation.grade --help`)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m pipeline_kit.evaluation.grade PATH… [--workers N] [--timeout S] [--force]`: what `kit grade` does."""
+    parser = _Parser(
+        prog="python -m pipeline_kit.evaluation.grade", description="Grade result files in place (as `kit grade`)."
+    )
+    parser.add_argument("paths", nargs="+", metavar="PATH", help=f"JSONL result files, or folders of {GLOB}")
+    parser.add_argument("--workers", type=int, default=None, help="grading processes (default: usable CPUs, max 8)")
+    parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds per answer")
+    parser.add_argument("--force", action="store_true", help="grade every record again")
+    try:
+        args = parser.parse_args(argv)
+        check_flags(args.workers, args.timeout)
+        print(report(grade_files(args.paths, args.workers, args.timeout, args.force)))
+    except UserError as e:
+        print(f"kit: error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def check_flags(workers: int | None, timeout: float) -> None:
+    if workers is not None and workers < 0:
+        raise UserError(f"--workers must be 0 (grade in this process) or more, got {workers}.")
+    if not timeout > 0:
+        raise UserError(f"--timeout must be a positive number of seconds, got {timeout}.")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

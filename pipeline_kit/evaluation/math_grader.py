@@ -1,0 +1,243 @@
+"""Math equivalence of a predicted and an expected answer: the string rules of `normalize` decide what they can,
+math-verify (sympy) the rest, under a per-answer timeout that counts as incorrect and is reported."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from dataclasses import dataclass
+from functools import lru_cache
+
+from pipeline_kit.errors import UserError
+from pipeline_kit.evaluation import normalize as nz
+from pipeline_kit.evaluation import numeric
+from pipeline_kit.evaluation.extraction import final_boxed
+
+GRADER_VERSION = 1  # part of every record's grading_key: bump it when a rule changes what is equal
+DEFAULT_TIMEOUT = 10.0  # seconds per answer
+_MAX_LIST = 16  # longer lists are left to math-verify whole (matching them item by item is quadratic)
+
+
+@dataclass(frozen=True)
+class Task:
+    """What one verdict depends on: the answers, the options of a multiple-choice question (letter → text, in
+    order), and whether lists may come in any order (the problem says so)."""
+
+    predicted: str | None
+    expected: str
+    options: tuple[tuple[str, str], ...] = ()
+    any_order: bool = False
+
+
+@dataclass(frozen=True)
+class Verdict:
+    correct: bool
+    timed_out: bool = False
+
+
+class NeedsSympy(Exception):
+    """Raised by `equivalent(..., sympy=False)` when the string rules cannot decide."""
+
+
+class GradingTimeout(BaseException):
+    """The per-answer timer fired (a BaseException, so that math-verify's and sympy's `except Exception` let it by)."""
+
+
+def grade(task: Task, timeout: float | None = DEFAULT_TIMEOUT) -> Verdict:
+    """The verdict on `task`, with math-verify when needed, stopped after `timeout` seconds (SIGALRM, so only in a
+    main thread; elsewhere, or with timeout None, it runs unbounded). A timeout is incorrect and says so."""
+    if task.predicted is None:
+        return Verdict(False)
+    use_timer = bool(timeout) and threading.current_thread() is threading.main_thread()
+    fired = []
+
+    def on_alarm(signum, frame):
+        fired.append(True)
+        raise GradingTimeout
+
+    previous = signal.signal(signal.SIGALRM, on_alarm) if use_timer else None
+    try:
+        if use_timer:
+            signal.setitimer(signal.ITIMER_REAL, timeout)
+        correct = equivalent(task.predicted, task.expected, task.options, task.any_order)
+    except GradingTimeout:
+        correct = False
+    finally:
+        if use_timer:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
+    if fired:  # also when something below swallowed the exception and went on
+        return Verdict(False, timed_out=True)
+    return Verdict(bool(correct))
+
+
+def quick_verdict(task: Task) -> Verdict | None:
+    """The verdict when the string rules decide it without sympy (fast, no timer needed), else None."""
+    if task.predicted is None:
+        return Verdict(False)
+    try:
+        return Verdict(equivalent(task.predicted, task.expected, task.options, task.any_order, sympy=False))
+    except NeedsSympy:
+        return None
+
+
+def equivalent(
+    predicted: str,
+    expected: str,
+    options: tuple[tuple[str, str], ...] = (),
+    any_order: bool = False,
+    sympy: bool = True,
+) -> bool:
+    """Whether `predicted` states `expected`. Rules, in order: the last run of boxes of either; the same canonical
+    form (normalize.canonical); a multiple-choice letter against a letter or, through `options`, against its
+    option text; numbers with a base subscript by digits and base; plain numbers exactly (to 6 significant digits
+    if one has decimals; X% also reads as X/100); word answers as words; tuples, intervals and sets with the same
+    brackets item by item (sets in any order); bare lists item by item, in order unless `any_order` or all items
+    are assignments; assignments to the same variable by their right-hand sides; answers in numeric's small
+    grammar (2\\sqrt{5}, x^3+3x-6, 8\\pi) by value at two points; then math-verify. With sympy=False, NeedsSympy
+    is raised where math-verify is needed."""
+    if "box" in predicted or "box" in expected:  # "\\boxed{2} and \\boxed{3}" states "2, 3"
+        predicted, expected = final_boxed(predicted) or predicted, final_boxed(expected) or expected
+    p, e = nz.canonical(predicted), nz.canonical(expected)
+    if not p or not e:
+        return False
+    if p == e:
+        return True
+    if options:
+        verdict = _against_options(p, e, dict(options), any_order, sympy)
+        if verdict is not None:
+            return verdict
+    lp, le = nz.choice_letter(p), nz.choice_letter(e)
+    if lp and le:
+        return lp == le
+    bp, be = nz.in_base(p), nz.in_base(e)
+    if bp or be:  # 4210_{5}: sympy would read 4210 and drop the base
+        if bp and be:
+            return bp == be
+        return (bp or be)[0] == (e if bp else p).lower()
+    np_, ne = nz.plain_number(p), nz.plain_number(e)
+    if np_ is not None and ne is not None:
+        return nz.numbers_equal(np_, ne)
+    wp, we = nz.words(p), nz.words(e)
+    if wp is not None and we is not None:
+        return wp == we
+    gp, ge = nz.bracket_items(p), nz.bracket_items(e)
+    if gp and ge and gp[:2] == ge[:2]:  # the same brackets: tuples and intervals in order, sets in any order
+        if len(gp[2]) != len(ge[2]):
+            return False
+        if gp[0] == "\\{":
+            return _match_any_order(gp[2], ge[2], sympy)
+        return _all_equal(zip(gp[2], ge[2], strict=True), sympy)
+    items_p, items_e = nz.split_list(p), nz.split_list(e)
+    if 1 < len(items_e) <= _MAX_LIST and len(items_p) > 1:
+        if len(items_p) != len(items_e):
+            return False
+        if any_order or all(nz.is_assignment(x) for x in items_e):
+            return _match_any_order(items_p, items_e, sympy)
+        return _all_equal(zip(items_p, items_e, strict=True), sympy)
+    ap, ae = nz.assignment(p), nz.assignment(e)
+    if ap and ae and ap[0] == ae[0]:  # y = 2x+4 against y = 2x+3: the right-hand sides
+        return equivalent(ap[1], ae[1], sympy=sympy)
+    by_value = numeric.compare(p, e)
+    if by_value is not None:
+        return by_value
+    if not sympy:
+        raise NeedsSympy
+    return _math_verify(p, e)
+
+
+def _against_options(p: str, e: str, options: dict[str, str], any_order: bool, sympy: bool) -> bool | None:
+    """A letter against an option text or the other way round; None when neither side is a letter of `options`."""
+    lp, le = nz.choice_letter(p), nz.choice_letter(e)
+    lp, le = (lp if lp in options else None), (le if le in options else None)
+    if le and not lp:  # the expected letter, a predicted option text: it must be that option, and no other
+        if not equivalent(p, options[le], any_order=any_order, sympy=sympy):
+            return False
+        return not any(equivalent(p, text, any_order=any_order, sympy=sympy) for k, text in options.items() if k != le)
+    if lp and not le:
+        return equivalent(options[lp], e, any_order=any_order, sympy=sympy)
+    return None
+
+
+def _all_equal(pairs, sympy: bool) -> bool:
+    """Every pair equal; without sympy, a pair the string rules find unequal decides even when another is open."""
+    open_ = False
+    for x, y in pairs:
+        try:
+            if not equivalent(x, y, sympy=sympy):
+                return False
+        except NeedsSympy:
+            open_ = True
+    if open_:
+        raise NeedsSympy
+    return True
+
+
+def _match_any_order(items_p: list[str], items_e: list[str], sympy: bool) -> bool:
+    left = list(items_e)
+    for x in items_p:
+        hit = next((i for i, y in enumerate(left) if equivalent(x, y, sympy=sympy)), None)
+        if hit is None:
+            return False
+        left.pop(hit)
+    return True
+
+
+def _math_verify(p: str, e: str) -> bool:
+    """math-verify's verdict on two canonical answers, each parsed as LaTeX math (expected first: it is the gold)."""
+    from math_verify import verify
+
+    gold, pred = _parsed(e), _parsed(p)
+    if not gold or not pred:
+        return False
+    if len(gold) == len(pred) == 2 and gold[1] != pred[1] and _surely_different(gold[0], pred[0]):
+        return False  # skips verify's simplify() for most wrong answers
+    # timeout_seconds=None: math-verify's own SIGALRM timer would replace grade()'s
+    return bool(verify(gold, pred, timeout_seconds=None))
+
+
+def _surely_different(a, b) -> bool:
+    """Whether two exact expressions (no floats, which verify compares to 6 decimals; no relations, sets, matrices,
+    integrals or percents, which it treats its own way) differ numerically at two points of their symbols."""
+    from sympy import Derivative, Expr, Float, Integral, Limit, Product, Sum, UnevaluatedExpr
+    from sympy.core.function import AppliedUndef
+
+    special = (Float, UnevaluatedExpr, Integral, Sum, Product, Derivative, Limit, AppliedUndef)
+    if not (isinstance(a, Expr) and isinstance(b, Expr)) or a.has(*special) or b.has(*special):
+        return False
+    symbols = sorted(a.free_symbols | b.free_symbols, key=str)
+    if len(symbols) > len(numeric.POINTS[0]):
+        return False
+    for point in numeric.POINTS:
+        values = dict(zip(symbols, point, strict=False))
+        try:
+            x, y = complex(a.evalf(subs=values)), complex(b.evalf(subs=values))
+        except (TypeError, ValueError, ArithmeticError):
+            return False
+        if not (numeric.finite(x) and numeric.finite(y)) or abs(x - y) <= 1e-9 * max(1.0, abs(x), abs(y)):
+            return False
+    return True
+
+
+@lru_cache(maxsize=8192)
+def _parsed(latex: str) -> list:
+    """math-verify's parse of one canonical answer, as LaTeX math; cached, since the expected answer of a problem
+    is parsed once for each of its samples."""
+    import logging
+
+    from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse
+
+    logging.getLogger("math_verify").setLevel(logging.ERROR)  # "timeout is disabled": grade() keeps time instead
+    return parse(f"${latex}$", (LatexExtractionConfig(), ExprExtractionConfig()), parsing_timeout=None)
+
+
+def warm_up() -> None:
+    """Import math-verify and build its regexes (about a second), e.g. in a parent before it forks workers; a
+    UserError when it is not installed."""
+    try:
+        import math_verify  # noqa: F401
+    except ImportError as e:
+        raise UserError(
+            f"grading these answers needs math-verify ({e}); install it with pip install 'pipeline-kit[eval]'."
+        ) from None
+    _math_verify("\\frac{1}{2}", "x^2")

@@ -1,0 +1,251 @@
+"""String rules of the math grader, applied before any sympy work: wrappers, spacing, \\dfrac, \\text{} and units,
+thousands separators, leading zeros; plain numbers (with percent) read exactly; lists and multiple-choice letters."""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from fractions import Fraction
+
+# wrappers around a whole answer; `\boxed{...}` and `\fbox{...}` are unwrapped by _unwrap_command
+_DELIMITERS = (("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]"))
+_WRAPPING_COMMANDS = ("boxed", "fbox", "text", "textbf", "textrm", "mathrm", "mathbf", "mbox", "textit", "mathit")
+_SPACING = re.compile(
+    r"(?<!\\)\\(?:[!,;:> ]|q?quad(?![A-Za-z])|displaystyle(?![A-Za-z])|left(?![A-Za-z])|right(?![A-Za-z]))"
+)
+_DEGREES = re.compile(r"\^\s*(?:\{\s*\\circ\s*\}|\\circ)|°|\\degree(?![A-Za-z])")
+# 10,080 or 11,\! 111,\! 100 (MATH's thousands separators); only when the whole answer is such a number
+_THOUSANDS = re.compile(r"[+-]?\d{1,3}(?:,(?:\\!\s?)?\d{3})+(?:\.\d+)?")
+# a trailing \text{ cm}, \mbox{units}, \mathrm{~m}, optionally squared: a unit once something comes before it
+_UNIT_COMMAND = re.compile(r"\\(?:text|mbox|textrm|mathrm)\s*\{\s*~?[A-Za-z][A-Za-z .~/]*\}(?:\^\{?[23]\}?)?$")
+_TRAILING_WORDS = re.compile(r"(?<=[\d}%)])\s+[A-Za-z][A-Za-z]+(?:\s+[A-Za-z]+)*\.?$")
+_LONGEST_UNIT_SEARCH = 500  # longer "answers" are prose caught by an anchor; the word search would be quadratic
+_MATH_WORDS = {"pi", "and", "or", "sqrt", "sin", "cos", "tan", "log", "ln", "exp", "infty", "infinity", "inf", "mod"}
+_WORDS = re.compile(r"[A-Za-z]{3,}(?: [A-Za-z]+)*")
+_LETTER = re.compile(r"\(?([A-J])\)?")
+_MEMBER_OF = re.compile(r"^[A-Za-z]\\in(?![A-Za-z])")
+_BASE = re.compile(r"([0-9][0-9A-Za-z]*)_\{?(\d+)\}?")
+_GROUP = re.compile(r"(\\\{|\(|\[)(.*)(\\\}|\)|\])", re.S)
+_ASSIGNMENT = re.compile(r"[A-Za-z](?:_\{?\w+\}?)?\s*=\s*(.+)")
+_ANY_ORDER = re.compile(
+    r"separated by commas|in any order|\ball\b[^.?!]*?\b(?:solutions|roots|values|zeros|zeroes)\b|\broots\b", re.I
+)
+
+_INT = re.compile(r"[+-]?\d+")
+_DECIMAL = re.compile(r"[+-]?(?:\d+\.\d*|\.\d+)")
+_SCIENTIFIC = re.compile(r"([+-]?(?:\d+\.?\d*|\.\d+))(?:[eE]|\\times10\^|\\cdot10\^)\{?([+-]?\d{1,3})\}?")
+_SLASH = re.compile(r"([+-]?\d+)/(\d+)")
+_FRAC = re.compile(r"([+-]?)(\d*)\\frac(?:\{(\d+)\}|(\d))(?:\{(\d+)\}|(\d))")
+
+
+@dataclass(frozen=True)
+class Number:
+    """A plain number as written: its exact value, whether it was written with decimals (then it is compared to 6
+    significant digits), and whether it carried a percent sign."""
+
+    value: Fraction
+    decimal: bool = False
+    percent: bool = False
+
+    def readings(self) -> tuple[Fraction, ...]:
+        """X% reads as X and as X/100 (the unit dropped, or the quantity); anything else as itself."""
+        return (self.value, self.value / 100) if self.percent else (self.value,)
+
+
+def strip_wrappers(text: str) -> str:
+    """`text` without what surrounds a whole answer: spaces, $…$, \\(…\\), \\[…\\], \\boxed{…}, \\fbox{…}, {…},
+    a trailing period or comma, and a trailing backslash (NeMo-Skills' 185\\)."""
+    s = text.strip()
+    while True:
+        before = s
+        for left, right in _DELIMITERS:
+            if len(s) > len(left) + len(right) and s.startswith(left) and s.endswith(right):
+                s = s[len(left) : -len(right)].strip()
+        inner = _unwrap_command(s, ("boxed", "fbox"))
+        if inner is None and s.startswith("{") and matching_brace(s, 0) == len(s) - 1:
+            inner = s[1:-1]  # {10,\!080}
+        if inner is not None:
+            s = inner.strip()
+        s = s.rstrip(" .,;\\").strip() if not s.endswith("\\\\") else s
+        if s == before:
+            return s
+
+
+def canonical(text: str) -> str:
+    """The answer rewritten by the grader's string rules; two answers with the same canonical form are equal."""
+    s = strip_wrappers(text)
+    if _THOUSANDS.fullmatch(s):
+        s = re.sub(r",(?:\\!)?\s?", "", s)
+    s = s.replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac")
+    s = _SPACING.sub(" ", s)
+    s = _DEGREES.sub("", s)
+    s = s.replace("\\$", "").replace("\\textdollar", "")
+    for approx in ("\\approx", "≈"):
+        head = s.split(approx, 1)[0]
+        if head.strip():
+            s = head
+    s = _strip_units(s.strip())
+    while True:  # a whole \text{…}, \textbf{…}, \mathrm{…} or {…}: its content (\text{(B)} → (B))
+        inner = _unwrap_command(s, _WRAPPING_COMMANDS)
+        if inner is None and s.startswith("{") and matching_brace(s, 0) == len(s) - 1:
+            inner = s[1:-1]
+        if inner is None:
+            break
+        s = inner.strip()
+    s = re.sub(r"\s+", " ", s)
+    s = re.sub(r" ?([^A-Za-z ]) ?", r"\1", s)  # spaces only survive between letters (\pi r)
+    s = _MEMBER_OF.sub("", s)  # x \in [-2, 7] → [-2,7]
+    if _INT.fullmatch(s):
+        s = str(int(s))  # 016 → 16, +7 → 7
+    return s
+
+
+def _strip_units(s: str) -> str:
+    """Drop a trailing unit: \\text{ cm}, \\mbox{units}^2, or plain words after a number (10 cm, 5 dollars)."""
+    while len(s) <= _LONGEST_UNIT_SEARCH:
+        m = _UNIT_COMMAND.search(s)
+        if m and s[: m.start()].strip():
+            s = s[: m.start()].rstrip()
+            continue
+        m = _TRAILING_WORDS.search(s)
+        if m and s[: m.start()].strip() and not _MATH_WORDS & set(m.group().lower().replace(".", "").split()):
+            s = s[: m.start()].rstrip()
+            continue
+        return s
+    return s
+
+
+def _unwrap_command(s: str, names: tuple[str, ...]) -> str | None:
+    """The content of `\\name{…}` when that command spans all of `s` (its braces balanced), else None."""
+    if not s.startswith("\\"):
+        return None
+    m = re.match(r"\\([A-Za-z]+)\s*\{", s)
+    if not m or m.group(1) not in names or not s.endswith("}"):
+        return None
+    end = matching_brace(s, m.end() - 1)
+    return s[m.end() : end] if end == len(s) - 1 else None
+
+
+def matching_brace(s: str, start: int) -> int | None:
+    """The index of the `}` that closes the `{` at `start`, or None when it is never closed."""
+    depth = 0
+    for i in range(start, len(s)):
+        ch = s[i]
+        if ch == "\\":
+            continue
+        if ch == "{" and (i == 0 or s[i - 1] != "\\"):
+            depth += 1
+        elif ch == "}" and (i == 0 or s[i - 1] != "\\"):
+            depth -= 1
+            if depth == 0:
+                return i
+    return None
+
+
+def plain_number(s: str) -> Number | None:
+    """`s` (canonical) as a Number when it is a plain one: 16, -3.5, .5, 1/2, \\frac{1}{2}, \\frac12, 918\\frac{1}{2},
+    2.5e-3, 4.5\\times10^{33}, any of them with % or \\%, or `x = <one of them>`; None otherwise."""
+    percent = False
+    if s.endswith("%"):
+        s, percent = s[:-1].removesuffix("\\"), True
+    m = _ASSIGNMENT.fullmatch(s)
+    if m and not percent:
+        return plain_number(m.group(1))
+    try:
+        if _INT.fullmatch(s):
+            return Number(Fraction(int(s)), False, percent)
+        if _DECIMAL.fullmatch(s):
+            return Number(Fraction(s), True, percent)
+        if m := _SCIENTIFIC.fullmatch(s):
+            return Number(Fraction(m.group(1)) * Fraction(10) ** int(m.group(2)), True, percent)
+        if m := _SLASH.fullmatch(s):
+            return Number(Fraction(int(m.group(1)), int(m.group(2))), False, percent)
+        if m := _FRAC.fullmatch(s):
+            sign, whole, num, den = m.group(1), m.group(2), m.group(3) or m.group(4), m.group(5) or m.group(6)
+            value = int(whole or 0) + Fraction(int(num), int(den))
+            return Number(-value if sign == "-" else value, False, percent)
+    except (ValueError, ZeroDivisionError):  # 1/0, or an integer longer than Python converts
+        return None
+    return None
+
+
+def numbers_equal(a: Number, b: Number) -> bool:
+    """Equal exactly, or to 6 significant digits when either side was written with decimals (1/3 = 0.333333,
+    5 ≠ 5.001, 1e-8 ≠ 2e-8); a percent side is tried as X and as X/100."""
+    for x in a.readings():
+        for y in b.readings():
+            if x == y or ((a.decimal or b.decimal) and _significant(x) == _significant(y)):
+                return True
+    return False
+
+
+def _significant(x: Fraction, digits: int = 6) -> Fraction:
+    if x == 0:
+        return x
+    exponent = math.floor(math.log10(abs(x.numerator)) - math.log10(x.denominator))  # big ints are fine here
+    return round(x, digits - 1 - exponent)
+
+
+def words(s: str) -> str | None:
+    """`s` lowercased when it is a plain word answer (odd, Monday, no solution), else None."""
+    return s.lower() if _WORDS.fullmatch(s) else None
+
+
+def choice_letter(s: str) -> str | None:
+    """The letter of a multiple-choice answer written as B, (B), \\text{(B)} or \\textbf{B} (canonical), else None."""
+    m = _LETTER.fullmatch(s)
+    return m.group(1) if m else None
+
+
+def split_list(s: str) -> list[str]:
+    """`s` split at its top-level commas (not inside (), [], {} or \\{ \\}); one item when it has none."""
+    items, depth, start = [], 0, 0
+    for i, ch in enumerate(s):
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            items.append(s[start:i].strip())
+            start = i + 1
+    items.append(s[start:].strip())
+    return items
+
+
+def bracket_items(s: str) -> tuple[str, str, list[str]] | None:
+    """(opening, closing, items) when `s` (canonical) is one bracketed group of two or more comma-separated items:
+    a tuple (3,\\frac{\\pi}{2}), an interval [-2,7) or a set \\{1,2\\}; else None. Compared item by item, such
+    answers never reach sympy whole (its LaTeX grammar takes up to half a second to parse a tuple)."""
+    m = _GROUP.fullmatch(s)
+    if not m:
+        return None
+    depth = 0
+    for ch in m.group(2):
+        depth += (ch in "([{") - (ch in ")]}")
+        if depth < 0:  # (a+5)(b+2): the first bracket closes before the end
+            return None
+    items = split_list(m.group(2))
+    return (m.group(1), m.group(3), items) if depth == 0 and len(items) > 1 else None
+
+
+def in_base(s: str) -> tuple[str, int] | None:
+    """(digits, base) of a number written with its base as a subscript, 4210_{5} or 4210_5; else None."""
+    m = _BASE.fullmatch(s)
+    return (m.group(1).lower(), int(m.group(2))) if m else None
+
+
+def is_assignment(s: str) -> bool:
+    return _ASSIGNMENT.fullmatch(s) is not None
+
+
+def assignment(s: str) -> tuple[str, str] | None:
+    """(variable, right-hand side) of `y=2x+3` (canonical), else None."""
+    m = _ASSIGNMENT.fullmatch(s)
+    return (s[: m.start(1)].rstrip(" ="), m.group(1)) if m else None
+
+
+def lists_any_order(problem: str | None) -> bool:
+    """Whether a problem asks for a list whose order does not matter ("separated by commas", "in any order", "all
+    the solutions", "the roots"); without a problem text lists are compared in order."""
+    return bool(problem) and _ANY_ORDER.search(problem) is not None

@@ -1,0 +1,235 @@
+"""The jobs of an evaluation: per benchmark × seed × chunk, a generation through the generate builder whose final
+files are graded in the same job as soon as they are complete, then one summarize job after all of them."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from pipeline_kit.cluster import ClusterConfig
+from pipeline_kit.errors import UserError
+from pipeline_kit.evaluation.judge import judge_folder
+from pipeline_kit.jobs.generate import GenerateSpec, UnitPlan, generation_groups, plan_generation, split_units
+from pipeline_kit.jobs.options import JobOptions, JobPlan, chain
+from pipeline_kit.pipeline.model import Command, CommandGroup, Endpoint, Job
+from pipeline_kit.sandbox.component import SandboxSpec
+from pipeline_kit.servers.base import ServerSpec
+
+RESULTS = "eval-results"  # <output_dir>/eval-results/<benchmark>/output-rs{seed}.jsonl
+# run by the generation script once a final file is complete ($KIT_PYTHON: the script's own interpreter)
+GRADE_COMMAND = '"$KIT_PYTHON" -m pipeline_kit.evaluation.grade "$KIT_OUTPUT_FILE"'
+_SPEC_ITEM = re.compile(r"^([A-Za-z0-9_.-]+)(?::(\d+))?$")
+
+
+@dataclass(frozen=True)
+class BenchmarkRequest:
+    """One entry of --benchmarks: `samples` seeds at the benchmark's sampling defaults, 0 for one greedy output."""
+
+    name: str
+    samples: int = 0
+
+
+def parse_benchmarks(text: str, known: list[str]) -> list[BenchmarkRequest]:
+    """`name:N[,name:N…]`; `name` or `name:0` is greedy. Spaces, duplicates and unknown names are errors."""
+    from pipeline_kit.cluster.schema import did_you_mean
+
+    if not text:
+        raise UserError(
+            f"--benchmarks is empty; name some, e.g. --benchmarks=math500:4,aime24 (known: {', '.join(known)})."
+        )
+    if any(ch.isspace() for ch in text):
+        raise UserError(
+            f"--benchmarks={text!r} has spaces; write name:N pairs joined by commas, e.g. math500:4,aime24."
+        )
+    out: list[BenchmarkRequest] = []
+    for item in text.split(","):
+        m = _SPEC_ITEM.match(item)
+        if not m:
+            raise UserError(
+                f"--benchmarks entry '{item}' is not name or name:N (N a whole number of seeds, 0 for greedy)."
+            )
+        name, samples = m.group(1), int(m.group(2) or 0)
+        if name not in known:
+            raise UserError(
+                f"--benchmarks: unknown benchmark '{name}'.{did_you_mean(name, known)} Known: {', '.join(known)}."
+            )
+        if any(r.name == name for r in out):
+            raise UserError(f"--benchmarks names '{name}' twice; give each benchmark once.")
+        out.append(BenchmarkRequest(name, samples))
+    return out
+
+
+@dataclass
+class EvalSpec:
+    """An evaluation: `benchmarks` through one server type; results under <output_dir>/eval-results/<name>/.
+    `data_dir`: where `kit prepare_data` put the benchmarks (as the job sees it); `num_jobs`: pack all the units
+    of all benchmarks into N jobs (default: 1 on none/Docker, one per unit on Slurm); `overrides`: `++key=value`
+    for every generation, after each benchmark's own defaults."""
+
+    server: ServerSpec
+    benchmarks: list[BenchmarkRequest]
+    output_dir: str
+    data_dir: str | None = None
+    extra_datasets: str | None = None
+    num_chunks: int | None = None
+    num_jobs: int | None = None
+    rerun_done: bool = False
+    container: str | None = None
+    server_container: str | None = None
+    server_port: int | str = 0
+    sandbox: SandboxSpec | None = None
+    overrides: tuple[str, ...] = ()
+    judge: ServerSpec | None = None  # an LLM judge: a dependent stage with its own server writes judge_correct
+    judge_overrides: tuple[str, ...] = ("++prompt_config=judge/math", "++inference.temperature=0.0")
+
+    def generate_spec(self, request: BenchmarkRequest) -> GenerateSpec:
+        """The generate builder's spec for one benchmark: its data file, folder, seeds and default settings."""
+        from pipeline_kit.benchmarks import get_benchmark
+
+        bench = get_benchmark(request.name, self.extra_datasets)
+        sampled = request.samples > 0
+        sandbox = self.sandbox or (SandboxSpec() if bench.requires_sandbox else None)
+        return GenerateSpec(
+            server=self.server,
+            input_file=str(bench.data_file(self.data_dir)),
+            output_dir=f"{self.output_dir.rstrip('/')}/{RESULTS}/{request.name}",
+            seeds=list(range(request.samples)) if sampled else None,
+            num_chunks=self.num_chunks,
+            rerun_done=self.rerun_done,
+            postprocess_cmd=GRADE_COMMAND,
+            container=self.container,
+            server_container=self.server_container,
+            server_port=self.server_port,
+            sandbox=sandbox,
+            overrides=(*bench.generation_overrides(sampled), *self.overrides),
+        )
+
+
+@dataclass(frozen=True)
+class ClientSequence:
+    """The clients of several benchmarks in one job, one after the other; the job fails if any of them did."""
+
+    clients: tuple
+
+    def __call__(self, refs: dict[str, Endpoint]) -> str:
+        lines = ["kit_eval_rc=0", *(f"{{ {client(refs)}\n}} || kit_eval_rc=$?" for client in self.clients)]
+        return "\n".join([*lines, "exit $kit_eval_rc"])
+
+
+def eval_jobs(cluster: ClusterConfig, spec: EvalSpec, options: JobOptions) -> list[Job]:
+    """Generation jobs (per benchmark, or packed into --num_jobs), then a summarize job after all of them."""
+    from pipeline_kit.jobs.generate import generate_jobs
+
+    specs = [spec.generate_spec(r) for r in spec.benchmarks]
+    if cluster.executor == "none":  # the data paths are this machine's: say how to make a missing one
+        for r, gen in zip(spec.benchmarks, specs, strict=True):
+            if not os.path.exists(gen.input_file):
+                where = f" --data_dir={spec.data_dir}" if spec.data_dir else ""
+                raise UserError(
+                    f"benchmark '{r.name}' has no data at {gen.input_file}; run `kit prepare_data {r.name}{where}` first."
+                )
+    plans = [plan_generation(cluster, s) for s in specs]
+    num_jobs = spec.num_jobs or (None if cluster.executor == "slurm" else 1)
+    if num_jobs is None:  # each benchmark its own jobs, named after it
+        generation = [
+            job
+            for r, s, p in zip(spec.benchmarks, specs, plans, strict=True)
+            for job in generate_jobs(cluster, s, replace(options, expname=f"{options.expname}-{r.name}"), p)
+        ]
+    else:
+        generation = _packed_jobs(cluster, specs, plans, num_jobs, options)
+    judging = _judge_jobs(cluster, spec, specs, num_jobs, replace(options, after=generation)) if spec.judge else []
+    return generation + judging + _summarize_jobs(cluster, spec, specs[0], options, generation + judging)
+
+
+def judge_specs(spec: EvalSpec, generated: list[GenerateSpec]) -> list[GenerateSpec]:
+    """One greedy judge generation per results file: it reads output[-rs{seed}].jsonl (graded) and writes its
+    verdicts to <bench>/judge[-rs{seed}]/output.jsonl, which summarize reads as judge_correct."""
+    out = []
+    for gen in generated:
+        for seed in gen.seeds if gen.seeds is not None else [None]:
+            name = "output.jsonl" if seed is None else f"output-rs{seed}.jsonl"
+            results = f"{gen.output_dir}/{name}"
+            out.append(
+                replace(
+                    gen,
+                    server=spec.judge,
+                    input_file=results,
+                    output_dir=str(judge_folder(Path(results))),
+                    seeds=None,
+                    postprocess_cmd=None,
+                    server_container=None,
+                    sandbox=None,
+                    overrides=spec.judge_overrides,
+                )
+            )
+    return out
+
+
+def _judge_jobs(
+    cluster: ClusterConfig, spec: EvalSpec, generated: list[GenerateSpec], num_jobs: int | None, options: JobOptions
+) -> list[Job]:
+    """The judge stage, after the generation jobs: packed like the generation (one judge server per job)."""
+    specs = judge_specs(spec, generated)
+    plans = [plan_generation(cluster, s) for s in specs]
+    judge_options = replace(options, expname=f"{options.expname}-judge", dependent_jobs=0)
+    return _packed_jobs(cluster, specs, plans, num_jobs or len(generated), judge_options)
+
+
+def _packed_jobs(
+    cluster: ClusterConfig, specs: list[GenerateSpec], plans: list[UnitPlan], num_jobs: int, options: JobOptions
+) -> list[Job]:
+    """All units of all benchmarks spread over `num_jobs` jobs (an array when several), each running its share of
+    every benchmark with one server."""
+    from pipeline_kit.inference.client_command import ClientCommand
+    from pipeline_kit.inference.config import override_value
+
+    todo = [(i, unit) for i, plan in enumerate(plans) for unit in plan.todo]
+    if not todo:
+        message = f"kit eval: every unit of {', '.join(p.output_dir for p in plans)} is done; nothing to generate"
+        groups = [CommandGroup([Command(f"echo {shlex.quote(message)}", name="done")], name="done")]
+        return chain(replace(options, dependent_jobs=0), lambda copy: [JobPlan("", groups)])
+    shares = split_units(todo, min(num_jobs, len(todo)))
+
+    def plan_copy(copy: int) -> list[JobPlan]:
+        clients = []
+        for i, (gen, plan) in enumerate(zip(specs, plans, strict=True)):
+            per_element = tuple(tuple(u.label for k, u in share if k == i) for share in shares)
+            if not any(per_element):
+                continue
+            extra = ["++rerun_done=true"] if gen.rerun_done and copy == 0 else []
+            extra += [f"++postprocess_cmd={override_value(gen.postprocess_cmd)}"] if gen.postprocess_cmd else []
+            overrides = (*plan.overrides, *extra, *gen.overrides)
+            clients.append(ClientCommand(cluster.kit_python, gen.server, overrides, per_element))
+        base = next((s for s in specs if s.sandbox), specs[0])  # one benchmark that needs the sandbox brings it
+        groups = generation_groups(cluster, base, ClientSequence(tuple(clients)), array=len(shares) > 1)
+        io = {"inputs": [p.input_file for p in plans], "outputs": [p.output_dir for p in plans]}
+        return [JobPlan("", groups, {**io, **({"array_size": len(shares)} if len(shares) > 1 else {})})]
+
+    return chain(options, plan_copy)
+
+
+def _summarize_jobs(
+    cluster: ClusterConfig, spec: EvalSpec, first: GenerateSpec, options: JobOptions, generation: list[Job]
+) -> list[Job]:
+    """`kit summarize` of the results folder once every generation job has ended (whatever its state: a failed
+    benchmark still leaves the others' tables)."""
+    from pipeline_kit.inference.client_command import CLIENT_PYTHON_VAR
+    from pipeline_kit.jobs.generate import client_container
+
+    results = spec.output_dir.rstrip("/")  # summarize finds <results>/eval-results/<bench>/ and writes metrics.json
+    python = f'"${{{CLIENT_PYTHON_VAR}:-{cluster.kit_python}}}"'
+    line = f"{python} -m pipeline_kit.cli.main summarize {shlex.quote(results)}"
+    command = Command(line, name="summarize", container=client_container(cluster, first))
+    summarize_options = replace(options, expname=f"{options.expname}-summarize", after=generation, dependent_jobs=0)
+    fields = {"inputs": [job_output for job in generation for job_output in job.outputs]}
+    return chain(summarize_options, lambda copy: [JobPlan("", [CommandGroup([command], name="summarize")], fields)])
+
+
+def summary_log(jobs: list[Job]) -> str:
+    """The summarize job's log, relative to the run's log folder: it holds the tables."""
+    job = jobs[-1]
+    return f"{job.name}/{job.groups[0].commands[0].name}.log"

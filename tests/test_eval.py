@@ -1,0 +1,173 @@
+"""`kit eval` end to end with the tiny model: two benchmarks × 2 seeds, generated, graded in the same job and
+summarized, on none through a real vLLM server and on the local Slurm (an array of generation jobs, then the
+summarize job); resuming; and its bad-input errors."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+
+import pytest
+from conftest import SERVICES, need, rows
+
+# a second benchmark, defined as a user would (--extra_datasets): ten additions with a carry, made here
+SUMS = '''"""Ten two-term additions with a carry, made here."""
+GROUP = "math"
+METRICS_TYPE = "math"
+PROMPT_CONFIG = "generic/math"
+SPLIT = "test"
+NUM_SAMPLES = 2
+TEMPERATURE = 0.7
+TOP_P = 0.95
+TOKENS_TO_GENERATE = 12
+REQUIRES_SANDBOX = False
+SOURCE = None
+
+
+def generate():
+    return [{"id": f"s{i}", "problem": f"What is {i}+{9 - i % 3}?", "expected_answer": str(i + 9 - i % 3)}
+            for i in range(1, 11)]
+'''
+VLLM_ENV = ["VLLM_CPU_OMP_THREADS_BIND=nobind", "VLLM_NO_USAGE_STATS=1", "HF_HUB_OFFLINE=1", "TRANSFORMERS_OFFLINE=1"]
+
+
+@pytest.fixture
+def benchmarks(kit, tmp_path):
+    """(--extra_datasets flag, --data_dir flag) with arith and the user's `sums` prepared."""
+    extra = tmp_path / "my_benchmarks"
+    extra.mkdir()
+    (extra / "sums.py").write_text(SUMS)
+    data = tmp_path / "data"
+    res = kit("prepare_data", "arith", "sums", f"--extra_datasets={extra}", f"--data_dir={data}")
+    assert res.returncode == 0, res.stderr
+    return [f"--extra_datasets={extra}", f"--data_dir={data}"]
+
+
+def check_results(out, kit_stdout: str) -> dict:
+    for bench, n in (("arith", 50), ("sums", 10)):
+        for seed in (0, 1):
+            records = rows(out / "eval-results" / bench / f"output-rs{seed}.jsonl")
+            assert len(records) == n and all("symbolic_correct" in r and "predicted_answer" in r for r in records)
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert set(metrics) == {"arith", "sums"}, metrics
+    assert metrics["arith"]["pass@1[avg-of-2]"]["symbolic_correct"] >= 60, metrics["arith"]  # trained on these
+    for bench in ("arith", "sums"):
+        m = metrics[bench]
+        assert m["pass@1"]["symbolic_correct"] <= m["pass@2"]["symbolic_correct"] <= 100, m
+    assert "- arith -" in kit_stdout and "- sums -" in kit_stdout and "majority@2" in kit_stdout  # the tables
+    return metrics
+
+
+@pytest.mark.models
+def test_eval_on_none_through_vllm_then_resume(kit, configs, benchmarks, tmp_path):
+    need("KIT_TEST_VLLM_PYTHON", "the vLLM venv and tiny model")
+    env = [*VLLM_ENV, "VLLM_CPU_KVCACHE_SPACE=1", f"KIT_SERVER_PYTHON={SERVICES['KIT_TEST_VLLM_PYTHON']}"]
+    d = configs("local", "executor: none\njob_dir: JOB_DIR\nenv_vars:\n" + "".join(f"  - {e}\n" for e in env))
+    out = tmp_path / "results"
+    argv = [
+        "eval", "--cluster=local", f"--config_dir={d}", "--server_type=vllm", f"--model={SERVICES['KIT_TEST_TINY_MODEL']}",
+        "--server_args=--max-model-len 512 --dtype float32 --enforce-eager", "--benchmarks=arith:2,sums:2",
+        f"--output_dir={out}", *benchmarks, "++inference.tokens_to_generate=12", "++max_concurrent_requests=8",
+    ]  # fmt: skip
+    res = kit(*argv, timeout=900)
+    assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-2000:]
+    metrics = check_results(out, res.stdout)
+    # the same eval again: every unit is done, nothing is generated; the summary is the same
+    again = kit(*argv, timeout=300)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "nothing to generate" in again.stdout
+    assert json.loads((out / "metrics.json").read_text()) == metrics
+    # a changed setting is caught by the content-keyed .done records
+    changed = kit(*argv[:-2], "++inference.tokens_to_generate=16", "++max_concurrent_requests=8", timeout=300)
+    assert changed.returncode == 2 and "inference.tokens_to_generate: 12 → 16" in changed.stderr, changed.stderr
+
+
+@pytest.mark.models
+@pytest.mark.slurm
+def test_eval_on_slurm_summarizes_after_the_generation_array(kit, configs, benchmarks, tmp_path):
+    need("SLURM_CONF", "the local Slurm cluster")
+    need("KIT_TEST_HF_PYTHON", "the model venv and tiny model")
+    import sys
+
+    env = [
+        f"KIT_SERVER_PYTHON={SERVICES['KIT_TEST_HF_PYTHON']}",
+        f"KIT_CLIENT_PYTHON={sys.executable}",
+        "HF_HUB_OFFLINE=1",
+    ]
+    d = configs(
+        "slurm",
+        "executor: slurm\njob_dir: JOB_DIR\naccount: root\npartition: debug\nenv_vars:\n"
+        + "".join(f"  - {e}\n" for e in env),
+    )
+    out = tmp_path / "results"
+    res = kit(
+        "eval", "--cluster=slurm", f"--config_dir={d}", "--expname=ev", "--server_type=transformers",
+        f"--model={SERVICES['KIT_TEST_TINY_MODEL']}", "--benchmarks=arith:2,sums:2", "--num_jobs=2", "--wait",
+        f"--output_dir={out}", *benchmarks, "++inference.tokens_to_generate=12", "++max_concurrent_requests=8",
+        timeout=900,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-2000:]
+    check_results(out, res.stdout)
+    ids = dict(re.findall(r"job (\S+) SUCCEEDED \(slurm job (\d+)\)", res.stdout))
+    assert set(ids) == {"ev", "ev-summarize"}, res.stdout
+    detail = subprocess.run(["scontrol", "show", "job", ids["ev-summarize"]], capture_output=True, text=True).stdout
+    sacct = subprocess.run(
+        ["sacct", "-n", "-P", "-X", "-j", f"{ids['ev']},{ids['ev-summarize']}", "-o", "JobID,Start,End"],
+        capture_output=True, text=True,
+    ).stdout.split()  # fmt: skip
+    ends = [line.split("|")[2] for line in sacct if line.startswith(f"{ids['ev']}_")]
+    start = next(line.split("|")[1] for line in sacct if line.startswith(f"{ids['ev-summarize']}|"))
+    assert len(ends) == 2 and all(start >= end for end in ends), (sacct, detail)  # after both array elements
+
+
+@pytest.mark.parametrize(
+    ("flags", "needle"),
+    [
+        (["--benchmarks=arith:2,nosuch"], "unknown benchmark 'nosuch'"),
+        (["--benchmarks=arith:two"], "entry 'arith:two' is not name or name:N"),
+        (["--benchmarks=arith, sums"], "has spaces"),
+        (["--benchmarks=math500"], "benchmark 'math500' has no data at"),
+    ],
+)
+def test_eval_bad_input_is_one_line(kit, configs, tmp_path, flags, needle):
+    d = configs("local", "executor: none\njob_dir: JOB_DIR\n")
+    res = kit(
+        "eval", "--cluster=local", f"--config_dir={d}", "--server_type=openai", "--server_address=http://127.0.0.1:9/v1",
+        "--model=m", f"--output_dir={tmp_path / 'out'}", f"--data_dir={tmp_path / 'nodata'}", *flags,
+    )  # fmt: skip
+    assert res.returncode == 2 and res.stderr.count("\n") == 1 and needle in res.stderr, res.stderr
+
+
+def test_judge_stage_writes_verdicts_beside_the_results_and_resumes(kit, configs, stub, benchmarks, tmp_path):
+    """An LLM judge (the stub, which says Yes when the predicted answer is the expected string) as a dependent
+    stage: summarize gets judge_correct from its output; a second run redoes nothing."""
+    d = configs("local", "executor: none\njob_dir: JOB_DIR\n")
+    model, judge = stub(), stub()
+    out = tmp_path / "results"
+    argv = [
+        "eval", "--cluster=local", f"--config_dir={d}", "--server_type=openai", f"--server_address={model.url}",
+        "--model=m", "--benchmarks=arith:2", f"--output_dir={out}", *benchmarks, "--judge_model=j",
+        "--judge_server_type=openai", f"--judge_server_address={judge.url}",
+    ]  # fmt: skip
+    res = kit(*argv)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr
+    assert len(judge.requests()) == 100 and all("Predicted answer:" in r["prompt"] for r in judge.requests())
+    metrics = json.loads((out / "metrics.json").read_text())["arith"]
+    for row in ("pass@1[avg-of-2]", "majority@2", "pass@2"):
+        assert metrics[row]["judge_correct"] == metrics[row]["symbolic_correct"], metrics[row]
+    assert "judge_correct" in res.stdout and "both_correct" in res.stdout
+    for seed in (0, 1):
+        assert (out / "eval-results" / "arith" / f"judge-rs{seed}" / "output.jsonl.done").exists()
+        assert all("judge_correct" not in r for r in rows(out / "eval-results" / "arith" / f"output-rs{seed}.jsonl"))
+    again = kit(*argv)
+    assert again.returncode == 0 and len(judge.requests()) == 100, again.stdout + again.stderr
+
+
+def test_judge_verdict_is_its_last_judgement_line():
+    from pipeline_kit.evaluation.judge import verdict
+
+    assert verdict("It matches.\nJudgement: Yes") is True
+    assert verdict("Judgement: Yes\nOn second thought...\n**Judgement**: no") is False
+    assert verdict("judgment: YES") is True
+    assert verdict("no verdict here") is False and verdict(None) is False

@@ -1,0 +1,94 @@
+"""Answer extraction (pipeline_kit.evaluation.extraction): which part of a generation is its answer, by rule."""
+
+from __future__ import annotations
+
+import pytest
+
+from pipeline_kit.evaluation.extraction import boxed_content, extract_answer, final_boxed, last_boxed
+
+
+@pytest.mark.parametrize(
+    ("text", "answer"),
+    [
+        # \boxed{} and \fbox{}: the last one, nested braces kept whole
+        ("so $\\boxed{\\frac{\\sqrt{3}}{2}}$.", "\\frac{\\sqrt{3}}{2}"),
+        ("first \\boxed{7}, then \\fbox{\\{1, 2\\}}", "\\{1, 2\\}"),
+        ("\\boxed{\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}}", "\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}"),
+        ("\\boxed{\\boxed{5}}", "\\boxed{5}"),
+        # a run of boxes joined by "and" or commas is one answer; prose in between ends the run
+        ("$x = \\boxed{2}$ and $\\boxed{3}$", "2, 3"),
+        ("\\boxed{1}, \\boxed{-1}", "1, -1"),
+        ("I guessed \\boxed{7} but then found \\boxed{9}", "9"),
+        # "The final answer is" (Minerva's format): no "I hope it is correct", no $, no closing period
+        ("Final Answer: The final answer is $\\frac{1}{2}$. I hope it is correct.", "\\frac{1}{2}"),
+        ("The final answer is 12.5.", "12.5"),
+        ("The final answer is $f(n)=n$, $g(n)=1$.", "f(n)=n, g(n)=1"),
+        # GSM8K
+        ("Natalia sold 48/2 = 24 clips.\n#### 72", "72"),
+        ("#### 1,234\n", "1,234"),
+        # the answer is / Answer: / other languages
+        ("Thus the answer is $\\$32{,}348$.", "\\$32{,}348"),
+        ("Answer: 5 apples.", "5"),
+        ("So the answer is: **-4**.", "-4"),
+        ("The final answer is: 17", "17"),
+        ("La réponse est (35 + 70 = 105).", "105"),
+        ("答案：每份应该是 (\\frac{2}{5}) 吨。", "\\frac{2}{5}"),
+        ("The answer is Monday.", "Monday"),
+        ("The answer is x = 5.", "x = 5"),
+        # fallbacks: a short formula as the whole text, the last $…$ that is not prose, the last number
+        ("\\frac{4}{23}", "\\frac{4}{23}"),
+        ("so we get $x^2 + 1$ in the end, which is what we wanted to show", "x^2 + 1"),
+        ("there were 3 + 10 = 13 birds", "13"),
+        ("比例为13/28", "13/28"),
+    ],
+)
+def test_extract_answer(text, answer):
+    assert extract_answer(text) == answer
+
+
+def test_no_answer_is_none():
+    for text in ("", "   ", None, "I do not know.", "\\boxed{}", "so \\boxed{\\frac{1}{2"):
+        assert extract_answer(text, fallback=False) is None, text
+    assert extract_answer("We try harder now.") is None  # no number anywhere: nothing to fall back on
+
+
+def test_fallback_can_be_turned_off():
+    assert extract_answer("so there are 42 of them") == "42"
+    assert extract_answer("so there are 42 of them", fallback=False) is None
+
+
+def test_cut_off_box_is_no_box():
+    text = "earlier \\boxed{3}, and finally \\boxed{\\frac{1}{"
+    assert last_boxed(text) is None and boxed_content(text) is None and final_boxed(text) is None
+
+
+def test_last_boxed_keeps_the_command():
+    assert last_boxed("a \\boxed{1} b \\fbox{2} c") == "\\fbox{2}"
+    assert last_boxed("escaped \\boxed{\\{a\\}}") == "\\boxed{\\{a\\}}"
+
+
+@pytest.mark.parametrize(
+    ("text", "letter"),
+    [
+        ("The answer is (B).", "B"),
+        ("Answer: C", "C"),
+        ("**Answer:** D", "D"),
+        ("so \\boxed{E}", "E"),
+        ("so \\boxed{(A)}", "A"),
+        ("so \\boxed{\\text{(C)}}", "C"),
+        ("so \\boxed{\\textbf{B}}", "B"),
+        ("so \\boxed{B) 12}", "B"),
+        ("(A) fails, (B) fails, so it must be (D)", "D"),
+    ],
+)
+def test_multiple_choice_letters(text, letter):
+    assert extract_answer(text, multiple_choice=True) == letter
+
+
+def test_multiple_choice_without_a_letter_gives_the_stated_answer():
+    # a boxed option text is the answer (the grader matches it against the options)
+    assert extract_answer("so \\boxed{12}", multiple_choice=True) == "12"
+    assert extract_answer("the answer is apples", multiple_choice=True) == "apples"
+    # a lowercase "a" or a word starting with a letter is no choice
+    assert extract_answer("The answer is a prime, namely 7", multiple_choice=True) == "7"
+    assert extract_answer("so \\boxed{Bob}", multiple_choice=True) == "Bob"
