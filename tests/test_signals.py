@@ -49,7 +49,7 @@ def port_free(port: int) -> bool:
 def test_start_sandbox_stops_on_term_and_hup(user_repo, tmp_path, signum):
     port = free_port()
     proc = subprocess.Popen(
-        [str(BIN / "kit"), "start_sandbox", "--cluster=none", f"--port={port}"],
+        [str(BIN / "kit"), "start_sandbox", "--cluster=none", f"--sandbox_port={port}"],
         cwd=user_repo,
         env=_env(tmp_path),
         stderr=subprocess.PIPE,
