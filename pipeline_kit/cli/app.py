@@ -10,6 +10,7 @@ from pipeline_kit.cli import (
     generate_cmd,
     grade_cmd,
     prepare_data_cmd,
+    prepare_training_data_cmd,
     run_cmd,
     setup_cmd,
     start_sandbox_cmd,
@@ -34,6 +35,7 @@ setup_cmd.register(app)
 prepare_data_cmd.register(app)
 summarize_cmd.register(app)
 grade_cmd.register(app)
+prepare_training_data_cmd.register(app)
 
 
 def click_command():
