@@ -4,11 +4,11 @@ itself is never rewritten, so its content (an input of the judge's .done key) st
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
 from pipeline_kit.errors import UserError
+from pipeline_kit.jsonl import numbered_records
 
 # the prompt (prompts/judge/math.yaml) asks for a last line "Judgement: Yes" or "Judgement: No"
 _VERDICT = re.compile(r"judge?ment\**\s*:\s*\**\s*(yes|no)\b", re.I)
@@ -32,12 +32,8 @@ def verdicts_for(results_file: Path) -> dict[str, bool] | None:
     if not Path(f"{judged}.done").exists():
         return None
     out = {}
-    for n, line in enumerate(judged.read_text().splitlines(), 1):
-        try:
-            rec = json.loads(line)
-            out[str(rec["id"])] = verdict(rec["generation"])
-        except (ValueError, KeyError, TypeError):
-            raise UserError(
-                f"{judged}:{n}: not a judge record with id and generation; rerun the judge stage."
-            ) from None
+    for n, rec in numbered_records(judged.read_text().splitlines(), judged):
+        if "id" not in rec or "generation" not in rec:
+            raise UserError(f"{judged}:{n}: not a judge record with id and generation; rerun the judge stage.")
+        out[str(rec["id"])] = verdict(rec["generation"])
     return out

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from pipeline_kit.atomic import write_atomic
 from pipeline_kit.errors import UserError
+from pipeline_kit.jsonl import numbered_records
 
 POSITION_KEY = "_kit_position"  # a sample's index in its input chunk, kept only in the in-progress file
 
@@ -43,19 +44,9 @@ def merged_file(chunk_path: str | Path, chunk_id: int) -> Path:
 
 def read_input(path: str, chunk_id: int | None, num_chunks: int | None) -> list[tuple[int, dict]]:
     """(line number, record) for this unit's chunk: contiguous slices of ceil(n / num_chunks) records."""
-    rows: list[tuple[int, dict]] = []
     try:
         with open(path) as f:
-            for line_no, line in enumerate(f, 1):
-                if not line.strip():
-                    continue
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError as e:
-                    raise UserError(f"{path}:{line_no}: not valid JSON ({e.msg}); fix or remove that line.") from None
-                if not isinstance(record, dict):
-                    raise UserError(f"{path}:{line_no}: each line must be a JSON object, got {type(record).__name__}.")
-                rows.append((line_no, record))
+            rows = list(numbered_records(f, path))
     except OSError as e:
         raise UserError(f"++input_file={path}: cannot read it ({e.strerror}).") from None
     if num_chunks is None:

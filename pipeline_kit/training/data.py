@@ -29,6 +29,7 @@ from pathlib import Path
 
 from pipeline_kit.atomic import write_atomic
 from pipeline_kit.errors import UserError
+from pipeline_kit.jsonl import numbered_records
 
 GLOB = "output*.jsonl"
 DEFAULT_NGRAM = 13
@@ -143,16 +144,7 @@ def _records(path: Path):
         lines = path.read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as e:
         raise UserError(f"{path}: cannot be read ({getattr(e, 'strerror', None) or e}); check the file.") from None
-    for lineno, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise UserError(f"{path}:{lineno}: not valid JSON ({e.msg}); fix or remove the line.") from None
-        if not isinstance(rec, dict):
-            raise UserError(f"{path}:{lineno}: a record must be a JSON object; fix or remove the line.")
-        yield lineno, rec
+    yield from numbered_records(lines, path)
 
 
 def output_files(input_dir: Path) -> list[Path]:
