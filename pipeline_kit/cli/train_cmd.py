@@ -1,0 +1,78 @@
+"""`kit sft` and `kit grpo`: training jobs from the train builder (pipeline_kit.jobs.train). Both take the shared
+job flags and the training flags below, declared once; `++key=value` goes to the training script."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Annotated
+
+import typer
+
+from pipeline_kit.cli.job_flags import JobFlags, cluster_from, job_command, run_jobs
+
+Opt = typer.Option
+
+
+@dataclass
+class TrainFlags:
+    model: Annotated[str | None, Opt("--model", help="The Hugging Face model folder to start from.")] = None
+    training_data: Annotated[
+        str | None, Opt("--training_data", help="JSONL from kit prepare_sft_data / kit prepare_rl_data.")
+    ] = None
+    output_dir: Annotated[
+        str | None, Opt("--output_dir", help="Checkpoints, TensorBoard logs and the final model (<output_dir>/final).")
+    ] = None
+    backend: Annotated[str, Opt("--backend", help="trl (runs anywhere, CPU too) | nemo_rl (its container).")] = "trl"
+    num_gpus: Annotated[int, Opt("--num_gpus", help="GPUs per node (0: CPU).")] = 0
+    num_nodes: Annotated[int, Opt("--num_nodes", help="Nodes (Slurm); torchrun spans them.")] = 1
+    container: Annotated[str | None, Opt("--container", help="Container key of the trainer.")] = None
+    save_before_timeout: Annotated[
+        int, Opt("--save_before_timeout", help="Slurm: seconds before the time limit at which the job saves.")
+    ] = 120
+
+    def spec(self, algorithm: str, extra_args: tuple[str, ...], **more):
+        from pipeline_kit.jobs.train import TrainSpec
+
+        return TrainSpec(
+            algorithm,
+            self.model or "",
+            self.training_data or "",
+            self.output_dir or "",
+            backend=self.backend,
+            num_gpus=self.num_gpus,
+            num_nodes=self.num_nodes,
+            container=self.container,
+            save_before_timeout=self.save_before_timeout,
+            overrides=extra_args,
+            **more,
+        )
+
+
+def _run(flags: JobFlags, spec) -> int:
+    from pipeline_kit.jobs.train import train_jobs
+
+    cluster = cluster_from(flags.cluster, flags.config_dir)
+    options = flags.options(spec.algorithm)
+    return run_jobs(flags, cluster, options.expname, train_jobs(cluster, spec, options))
+
+
+def register(app: typer.Typer) -> None:
+    @job_command(app, "sft", help="Supervised fine-tuning (TRL SFTTrainer; loss on the answers only).")
+    def sft(flags: JobFlags, train: TrainFlags) -> int:
+        raise typer.Exit(_run(flags, train.spec("sft", flags.extra_args)))
+
+    @job_command(app, "grpo", help="GRPO with kit's grader as the reward (TRL GRPOTrainer).")
+    def grpo(
+        flags: JobFlags,
+        train: TrainFlags,
+        vllm_server_gpus: Annotated[
+            int, Opt("--vllm_server_gpus", help="GPUs of a `trl vllm-serve` group that generates (0: the trainer).")
+        ] = 0,
+        vllm_server_container: Annotated[
+            str | None, Opt("--vllm_server_container", help="Container key of the vLLM server (needs trl + vllm).")
+        ] = None,
+    ) -> int:
+        spec = train.spec(
+            "grpo", flags.extra_args, vllm_gpus=vllm_server_gpus, vllm_container=vllm_server_container
+        )
+        raise typer.Exit(_run(flags, spec))

@@ -1,0 +1,162 @@
+"""Checkpoints that survive wall-time limits: which checkpoint-N folders are complete (a marker written after the
+trainer saved), Slurm's early-warning signal turned into a save, and the settings a resume must not change."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import sys
+from pathlib import Path
+
+from pipeline_kit.atomic import write_atomic
+from pipeline_kit.errors import UserError
+
+COMPLETE = "kit-complete"  # written into checkpoint-N once the trainer finished saving it
+SETTINGS = "kit-train.json"  # the settings of the run that wrote <output_dir>; a resume must keep them
+FINAL = "final"
+# asked of Slurm by the job (`--signal=USR1@N`); also TERM, which Slurm sends at the limit and `kit cancel` sends
+SAVE_SIGNAL = signal.SIGUSR1
+_CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
+# settings that change how a run reports or saves, not what it learns: a resume may change them
+_FREE = {"logging_steps", "save_steps", "save_total_limit", "report_to", "wandb_project", "eval_steps", "eval_data",
+         "eval_size", "vllm_server", "output_dir"}  # fmt: skip
+
+
+def say(message: str) -> None:
+    print(f"kit train: {message}", file=sys.stderr, flush=True)
+
+
+def checkpoints(output_dir: str | Path) -> list[tuple[int, Path, bool]]:
+    """(step, folder, complete) of every checkpoint-N folder, oldest first."""
+    out = []
+    folder = Path(output_dir)
+    if folder.is_dir():
+        for child in folder.iterdir():
+            m = _CHECKPOINT.match(child.name)
+            if m and child.is_dir():
+                out.append((int(m[1]), child, (child / COMPLETE).is_file()))
+    return sorted(out)
+
+
+def resume_point(output_dir: str | Path) -> Path | None:
+    """The newest complete checkpoint; newer incomplete ones (a save cut off by the limit) are removed."""
+    last = None
+    for _step, folder, complete in checkpoints(output_dir):
+        if complete:
+            last = folder
+    for step, folder, complete in checkpoints(output_dir):
+        if not complete and (last is None or step > int(last.name.split("-")[1])):
+            say(f"removing {folder}: its save did not finish (the job was stopped while saving)")
+            shutil.rmtree(folder, ignore_errors=True)
+    return last
+
+
+def check_settings(output_dir: str | Path, settings: dict) -> None:
+    """The first run writes its settings; a later one (a resume) must have the same ones, except how it reports and
+    saves. A change is one error naming what changed."""
+    path = Path(output_dir) / SETTINGS
+    if path.is_file():
+        old = json.loads(path.read_text())
+        changed = [
+            f"{k}: {_short(old.get(k))} → {_short(settings.get(k))}"
+            for k in sorted(set(old) | set(settings))
+            if k not in _FREE and old.get(k) != settings.get(k)
+        ]
+        if changed:
+            raise UserError(
+                f"{path.parent} holds a run with other settings ({'; '.join(changed)}); resuming it would mix "
+                "them. Use another --output_dir, or delete that folder to start over."
+            )
+    write_atomic(path, json.dumps(settings, indent=1, sort_keys=True) + "\n")
+
+
+def _short(value) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+class SaveRequest:
+    """Set by a signal handler, read by the trainer's callback between steps: save now (and stop, for TERM)."""
+
+    def __init__(self) -> None:
+        self.save = False
+        self.stop = False
+        self.reason = ""
+
+    def install(self) -> None:
+        def on_signal(signum, _frame):
+            self.save = True
+            self.stop = self.stop or signum == signal.SIGTERM
+            self.reason = signal.Signals(signum).name
+
+        signal.signal(SAVE_SIGNAL, on_signal)
+        signal.signal(signal.SIGTERM, on_signal)
+
+
+def make_callback(request: SaveRequest):
+    """A TrainerCallback: saves (and marks complete) a checkpoint when `request` asks, across all ranks at the same
+    step; marks every checkpoint the trainer saved complete."""
+    from transformers import TrainerCallback
+
+    class KitCheckpoints(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            save, stop = _agreed(request.save, request.stop)
+            if save:
+                say(
+                    f"{request.reason or 'a signal'} received (Slurm's time limit is near): saving "
+                    f"checkpoint-{state.global_step} at step {state.global_step}"
+                    + ("; then stopping" if stop else "; training goes on until the limit")
+                )
+                control.should_save = True
+                request.save = False
+            if stop:
+                control.should_training_stop = True
+            return control
+
+        def on_save(self, args, state, control, **kwargs):
+            folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+            if state.is_world_process_zero and folder.is_dir():
+                (folder / COMPLETE).write_text(f"{state.global_step}\n")
+                say(f"saved {folder}")
+            return control
+
+    return KitCheckpoints()
+
+
+def _agreed(save: bool, stop: bool) -> tuple[bool, bool]:
+    """The flags as every rank sees them (any rank that got the signal counts), so all save at the same step."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
+        return save, stop
+    import torch
+
+    device = "cuda" if torch.cuda.is_available() and dist.get_backend() == "nccl" else "cpu"
+    flags = torch.tensor([int(save), int(stop)], device=device)
+    dist.all_reduce(flags, op=dist.ReduceOp.MAX)
+    return bool(flags[0]), bool(flags[1])
+
+
+def publish_final(trainer, tokenizer, output_dir: str | Path, merge_lora: bool) -> Path:
+    """The trained model in Hugging Face format at <output_dir>/final, written beside it and renamed into place."""
+    final = Path(output_dir) / FINAL
+    tmp = Path(output_dir) / f".{FINAL}.tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    model = trainer.model
+    if merge_lora:
+        model = trainer.accelerator.unwrap_model(model).merge_and_unload()
+        if trainer.accelerator.is_main_process:
+            model.save_pretrained(tmp)
+    else:
+        trainer.save_model(str(tmp))
+    if trainer.accelerator.is_main_process:
+        tokenizer.save_pretrained(tmp)
+        old = final.with_name(f".{FINAL}.old-{os.getpid()}")
+        if final.exists():
+            final.rename(old)
+        tmp.rename(final)
+        shutil.rmtree(old, ignore_errors=True)
+    return final

@@ -1,0 +1,163 @@
+"""Typed config of the TRL training script (`python -m pipeline_kit.training.trl_train ++key=value ...`), filled
+from `++key=value` overrides with the generation script's parser; the checks that need no torch live here too."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pipeline_kit.errors import UserError
+from pipeline_kit.inference.config import MISSING
+
+ALGORITHMS = ("sft", "grpo")
+# the fields each algorithm needs in every training record (kit prepare_sft_data / prepare_rl_data write them)
+REQUIRED_FIELDS = {"sft": ("problem", "generation"), "grpo": ("problem", "expected_answer")}
+REPORTERS = ("tensorboard", "wandb", "none")
+
+
+@dataclass
+class RewardConfig:
+    """GRPO's reward from kit's math grader: `correct` or `incorrect`, plus `boxed` when the answer is boxed."""
+
+    correct: float = 1.0
+    incorrect: float = -0.5
+    boxed: float = 0.1
+    workers: int | None = None  # grader processes (default: the CPUs this job may use, at most 8)
+    timeout: float = 10.0  # seconds per answer
+
+
+@dataclass
+class TrainConfig:
+    algorithm: str = MISSING  # sft | grpo
+    model: str = MISSING  # a Hugging Face model folder (or a checkpoint's final/)
+    training_data: str = MISSING  # JSONL: problem + generation (sft), problem + expected_answer (grpo)
+    output_dir: str = MISSING  # checkpoint-N/, final/, tensorboard/
+    prompt_config: str = "generic/math"  # the user message built from `problem`, as `kit generate` builds it
+    # schedule
+    max_steps: int = -1  # -1: num_epochs over the data
+    num_epochs: float = 1.0
+    learning_rate: float = 1e-5
+    lr_scheduler: str = "cosine"
+    warmup_ratio: float = 0.0
+    weight_decay: float = 0.0
+    micro_batch_size: int = 1  # per device (GRPO: completions per device)
+    gradient_accumulation_steps: int = 1
+    max_length: int = 4096  # tokens of prompt + answer (SFT)
+    seed: int = 42
+    dtype: str = "auto"  # auto (bf16 on GPU, fp32 on CPU) | bf16 | fp16 | fp32
+    gradient_checkpointing: bool = False
+    # checkpoints and logs
+    save_steps: int = 100  # a checkpoint every N steps (and one when Slurm's early-warning signal arrives)
+    save_total_limit: int | None = 3
+    logging_steps: int = 10
+    report_to: str = "tensorboard"  # tensorboard | wandb | none
+    wandb_project: str | None = None
+    # LoRA through peft (0: full fine-tuning); the final model is merged back into plain weights
+    lora_rank: int = 0
+    lora_alpha: int = 16
+    lora_dropout: float = 0.05
+    lora_target_modules: str = "all-linear"
+    # GRPO
+    num_generations: int = 8  # completions per prompt
+    max_completion_length: int = 1024
+    temperature: float = 1.0
+    top_p: float = 1.0
+    beta: float = 0.0  # KL coefficient (0: no reference model)
+    vllm_server: str | None = None  # http://host:port of `trl vllm-serve` (kit grpo --vllm_server_gpus sets it)
+    eval_steps: int = 0  # GRPO: every N steps, greedy answers to eval_data are graded and logged (0: off)
+    eval_data: str | None = None  # JSONL with problem + expected_answer [default: the first eval_size of the data]
+    eval_size: int = 64
+    reward: RewardConfig = field(default_factory=RewardConfig)
+
+
+def parse_train_overrides(args: list[str], complete: bool = True) -> TrainConfig | None:
+    from pipeline_kit.inference.config import parse_overrides
+
+    cfg = parse_overrides(args, "training", complete=complete, schema=TrainConfig)
+    if cfg is not None:
+        check_config(cfg)
+    return cfg
+
+
+def check_train_overrides(args: list[str] | tuple[str, ...]) -> None:
+    """The check at submission (no hydra in the common case): every key exists and each value fits its type."""
+    from pipeline_kit.inference.config import check_overrides
+
+    check_overrides(args, "training", schema=TrainConfig)
+
+
+def check_config(cfg: TrainConfig) -> None:
+    """The rules between values; each is one UserError naming the key."""
+    if cfg.algorithm not in ALGORITHMS:
+        raise UserError(f"++algorithm={cfg.algorithm} is not one of {', '.join(ALGORITHMS)}.")
+    if cfg.report_to not in REPORTERS:
+        raise UserError(f"++report_to={cfg.report_to} is not one of {', '.join(REPORTERS)}.")
+    if cfg.dtype not in ("auto", "bf16", "fp16", "fp32"):
+        raise UserError(f"++dtype={cfg.dtype} is not one of auto, bf16, fp16, fp32.")
+    for key in ("micro_batch_size", "gradient_accumulation_steps", "save_steps", "logging_steps", "max_length"):
+        if getattr(cfg, key) < 1:
+            raise UserError(f"++{key}={getattr(cfg, key)} must be at least 1.")
+    if cfg.max_steps == 0 or cfg.max_steps < -1:
+        raise UserError(f"++max_steps={cfg.max_steps}: give a positive step count, or -1 to train ++num_epochs.")
+    if cfg.lora_rank < 0:
+        raise UserError(f"++lora_rank={cfg.lora_rank} must be 0 (full fine-tuning) or more.")
+    if cfg.algorithm == "sft":
+        grpo_only = [k for k in ("vllm_server", "eval_data") if getattr(cfg, k) is not None]
+        grpo_only += ["eval_steps"] if cfg.eval_steps else []
+        if grpo_only:
+            raise UserError(f"++{grpo_only[0]} is a GRPO setting; drop it for kit sft.")
+    else:
+        if cfg.num_generations < 2:
+            raise UserError(f"++num_generations={cfg.num_generations}: GRPO compares at least 2 completions a prompt.")
+        batch = cfg.micro_batch_size * cfg.gradient_accumulation_steps
+        if batch % cfg.num_generations:
+            raise UserError(
+                f"++micro_batch_size={cfg.micro_batch_size} × ++gradient_accumulation_steps="
+                f"{cfg.gradient_accumulation_steps} = {batch} completions a step is not a multiple of "
+                f"++num_generations={cfg.num_generations}; make it one (e.g. ++micro_batch_size={cfg.num_generations})."
+            )
+
+
+def check_model_dir(path: str, flag: str = "++model") -> None:
+    """A Hugging Face model folder: it exists and has a config.json."""
+    folder = Path(path)
+    if not folder.is_dir():
+        raise UserError(f"{flag}={path}: no such folder; give a Hugging Face model folder (with config.json).")
+    if not (folder / "config.json").is_file():
+        raise UserError(f"{flag}={path} has no config.json; give a Hugging Face model folder, e.g. <output_dir>/final.")
+
+
+def read_training_records(path: str, algorithm: str, flag: str = "++training_data") -> list[dict]:
+    """Every record of the training JSONL, each checked for the fields `algorithm` needs (one error naming the
+    line)."""
+    from pipeline_kit.jsonl import numbered_records
+
+    file = Path(path)
+    if not file.is_file():
+        raise UserError(f"{flag}={path}: no such file; make one with kit prepare_{_prepare_kind(algorithm)}_data.")
+    need = REQUIRED_FIELDS[algorithm]
+    records = []
+    with file.open(encoding="utf-8") as f:
+        for line_no, record in numbered_records(f, path):
+            for key in need:
+                value = record.get(key)
+                if value is None or (key != "expected_answer" and not isinstance(value, str)):
+                    raise UserError(
+                        f"{path}:{line_no}: the record has no {key!r} string; {algorithm} training needs "
+                        f"{' and '.join(need)} on every line (kit prepare_{_prepare_kind(algorithm)}_data writes them)."
+                    )
+            records.append(record)
+    if not records:
+        raise UserError(f"{flag}={path} has no records; it needs {' and '.join(need)} on every line.")
+    return records
+
+
+def _prepare_kind(algorithm: str) -> str:
+    return "sft" if algorithm == "sft" else "rl"
+
+
+def dumps(cfg: TrainConfig) -> str:
+    from dataclasses import asdict
+
+    return json.dumps(asdict(cfg), indent=1, sort_keys=True)

@@ -1,0 +1,190 @@
+"""The TRL trainer that `kit sft` / `kit grpo` run in the job: `python -m pipeline_kit.training.trl_train ++key=value`
+(under torchrun for several GPUs or nodes). Resumes from the newest complete checkpoint; ends with <output_dir>/final.
+
+Chat formatting uses the model's own chat template (the prompt config builds the user message from `problem`, as
+`kit generate` does); SFT's loss covers the assistant's answer only. bf16 on GPUs, fp32 on CPU."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+from pipeline_kit.errors import UserError
+from pipeline_kit.training.checkpoints import (
+    FINAL,
+    SaveRequest,
+    check_settings,
+    make_callback,
+    publish_final,
+    resume_point,
+    say,
+)
+from pipeline_kit.training.config import TrainConfig, check_model_dir, parse_train_overrides, read_training_records
+
+
+def conversations(cfg: TrainConfig, records: list[dict]) -> list[dict]:
+    """TRL rows: `prompt` (chat messages from the prompt config), plus `completion` (SFT) or `expected_answer`
+    (GRPO, handed to the reward)."""
+    from pipeline_kit.inference.prompts import load_prompt_config
+
+    prompt = load_prompt_config(cfg.prompt_config)
+    rows = []
+    for line_no, record in enumerate(records, 1):
+        row = {"prompt": prompt.messages(record, line_no)}
+        if cfg.algorithm == "sft":
+            row["completion"] = [{"role": "assistant", "content": record["generation"]}]
+        else:
+            row["expected_answer"] = str(record["expected_answer"])
+        rows.append(row)
+    return rows
+
+
+def precision(cfg: TrainConfig) -> dict:
+    import torch
+
+    gpu = torch.cuda.is_available()
+    dtype = cfg.dtype if cfg.dtype != "auto" else ("bf16" if gpu else "fp32")
+    if dtype in ("bf16", "fp16") and not gpu:
+        raise UserError(f"++dtype={cfg.dtype} needs a GPU; this job has none (use ++dtype=auto or fp32 on CPU).")
+    return {"bf16": dtype == "bf16", "fp16": dtype == "fp16", "use_cpu": not gpu}
+
+
+def trainer_args(cfg: TrainConfig) -> dict:
+    """TrainingArguments common to SFT and GRPO."""
+    os.environ.setdefault("TENSORBOARD_LOGGING_DIR", str(Path(cfg.output_dir) / "tensorboard"))
+    if cfg.wandb_project:
+        os.environ.setdefault("WANDB_PROJECT", cfg.wandb_project)
+    return {
+        "output_dir": cfg.output_dir,
+        "max_steps": cfg.max_steps,
+        "num_train_epochs": cfg.num_epochs,
+        "learning_rate": cfg.learning_rate,
+        "lr_scheduler_type": cfg.lr_scheduler,
+        "warmup_steps": cfg.warmup_ratio,
+        "weight_decay": cfg.weight_decay,
+        "per_device_train_batch_size": cfg.micro_batch_size,
+        "gradient_accumulation_steps": cfg.gradient_accumulation_steps,
+        "seed": cfg.seed,
+        "gradient_checkpointing": cfg.gradient_checkpointing,
+        "save_strategy": "steps",
+        "save_steps": cfg.save_steps,
+        "save_total_limit": cfg.save_total_limit,
+        "logging_steps": cfg.logging_steps,
+        "logging_first_step": True,
+        "report_to": [] if cfg.report_to == "none" else [cfg.report_to],
+        "disable_tqdm": True,
+        "dataloader_num_workers": 0,
+        **precision(cfg),
+    }
+
+
+def peft_config(cfg: TrainConfig):
+    if not cfg.lora_rank:
+        return None
+    from peft import LoraConfig
+
+    targets = cfg.lora_target_modules
+    return LoraConfig(
+        r=cfg.lora_rank,
+        lora_alpha=cfg.lora_alpha,
+        lora_dropout=cfg.lora_dropout,
+        target_modules=targets if targets == "all-linear" else [t.strip() for t in targets.split(",")],
+        task_type="CAUSAL_LM",
+    )
+
+
+def build_trainer(cfg: TrainConfig, rows: list[dict], records: list[dict], tokenizer):
+    from datasets import Dataset
+
+    data = Dataset.from_list(rows)
+    common = {"model": cfg.model, "train_dataset": data, "processing_class": tokenizer, "peft_config": peft_config(cfg)}
+    if cfg.algorithm == "sft":
+        from trl import SFTConfig, SFTTrainer
+
+        args = SFTConfig(**trainer_args(cfg), max_length=cfg.max_length, completion_only_loss=True)
+        return SFTTrainer(args=args, **common)
+    from trl import GRPOConfig, GRPOTrainer
+
+    from pipeline_kit.training.rewards import GraderReward
+
+    vllm = {}
+    if cfg.vllm_server:
+        vllm = {"use_vllm": True, "vllm_mode": "server", "vllm_server_base_url": cfg.vllm_server}
+    args = GRPOConfig(
+        **trainer_args(cfg),
+        num_generations=cfg.num_generations,
+        max_completion_length=cfg.max_completion_length,
+        temperature=cfg.temperature,
+        top_p=cfg.top_p,
+        beta=cfg.beta,
+        **vllm,
+    )
+    return GRPOTrainer(reward_funcs=[GraderReward(cfg.reward)], args=args, **common)
+
+
+def add_eval(cfg: TrainConfig, trainer, records: list[dict], tokenizer) -> None:
+    if cfg.algorithm != "grpo" or not cfg.eval_steps:
+        return
+    from pipeline_kit.training.rewards import make_eval_callback
+
+    held = read_training_records(cfg.eval_data, "grpo", "++eval_data") if cfg.eval_data else records
+    held = held[: cfg.eval_size]
+    prompts = [row["prompt"] for row in conversations(cfg, held)]
+    trainer.add_callback(
+        make_eval_callback(trainer, held, prompts, tokenizer, cfg.eval_steps, cfg.max_completion_length, cfg.reward)
+    )
+
+
+def run(cfg: TrainConfig) -> None:
+    final = Path(cfg.output_dir) / FINAL
+    if (final / "config.json").is_file():
+        say(f"{final} exists: training is done (delete it, or use another --output_dir, to train again)")
+        return
+    check_model_dir(cfg.model)
+    records = read_training_records(cfg.training_data, cfg.algorithm)
+    rows = conversations(cfg, records)  # every record's prompt is built (and checked) before torch loads
+    Path(cfg.output_dir).mkdir(parents=True, exist_ok=True)
+    rank0 = int(os.environ.get("RANK", "0")) == 0
+    if rank0:
+        check_settings(cfg.output_dir, {**asdict(cfg), "training_data_bytes": Path(cfg.training_data).stat().st_size})
+    request = SaveRequest()
+    request.install()
+    from transformers import AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_warning()
+    tokenizer = AutoTokenizer.from_pretrained(cfg.model)
+    if tokenizer.chat_template is None:
+        raise UserError(f"++model={cfg.model} has no chat template; training formats chats with the model's own.")
+    trainer = build_trainer(cfg, rows, records, tokenizer)
+    trainer.add_callback(make_callback(request))
+    add_eval(cfg, trainer, records, tokenizer)
+    start = resume_point(cfg.output_dir)
+    say(
+        f"{cfg.algorithm} on {len(rows)} records from {cfg.training_data}; "
+        + (f"resuming from {start} (step {start.name.split('-')[1]})" if start else "starting at step 0")
+    )
+    t0 = time.time()
+    result = trainer.train(resume_from_checkpoint=str(start) if start else None)
+    if request.stop:
+        say(f"stopped at step {trainer.state.global_step} on {request.reason}; a new job resumes from its checkpoint")
+        sys.exit(143)
+    say(f"trained to step {trainer.state.global_step} in {time.time() - t0:.1f}s (train loss {result.training_loss:.4f})")
+    print(f"kit train: saved {publish_final(trainer, tokenizer, cfg.output_dir, merge_lora=bool(cfg.lora_rank))}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        cfg = parse_train_overrides(list(sys.argv[1:] if argv is None else argv))
+        run(cfg)
+    except UserError as e:
+        print(f"kit train: error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
