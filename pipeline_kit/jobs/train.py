@@ -151,9 +151,12 @@ def vllm_group(spec: TrainSpec, model: str) -> CommandGroup:
 
 
 def _value(path: str) -> str:
+    """A path as an override value: bare when the grammar takes it as is, else quoted."""
+    import re
+
     from pipeline_kit.inference.config import override_value
 
-    return override_value(path)
+    return path if re.fullmatch(r"[A-Za-z0-9_./@+-]+", path) else override_value(path)
 
 
 def _job_path(cluster: ClusterConfig, flag: str, path: str) -> str:
