@@ -152,10 +152,12 @@ def run(cfg: TrainConfig) -> None:
         check_settings(cfg.output_dir, {**asdict(cfg), "training_data_bytes": Path(cfg.training_data).stat().st_size})
     request = SaveRequest()
     request.install()
+    os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")  # a job's log is no terminal
     from transformers import AutoTokenizer
     from transformers.utils import logging as hf_logging
 
     hf_logging.set_verbosity_warning()
+    hf_logging.disable_progress_bar()
     tokenizer = AutoTokenizer.from_pretrained(cfg.model)
     if tokenizer.chat_template is None:
         raise UserError(f"++model={cfg.model} has no chat template; training formats chats with the model's own.")
