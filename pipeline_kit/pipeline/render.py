@@ -16,7 +16,11 @@ HET_HOST_VAR = "het_group_host"  # nemo-run's name for the first host of het gro
 # Started once per script. kit_start runs a command in its own session (so its whole tree can be stopped),
 # logs it to $KIT_LOG_DIR, and kit_wait applies the service rule: the job ends when its non-service commands
 # end (or one fails, or a service dies early); remaining services are then stopped.
+# Slurm's early-warning signal (`--signal=USR1@N`, which kit's training jobs ask for) goes to every process of every
+# step of the job. kit's shells ignore it and their children inherit that, so it reaches only a program that handles
+# it (the trainer saves a checkpoint) and kills nothing else (bash, tee, a server).
 PRELUDE = r"""set -o pipefail
+trap '' USR1
 kit_pids=(); declare -A kit_name=() kit_service=()
 kit_start() {  # NAME SERVICE(0|1) COMMAND
   local log="$KIT_LOG_DIR/${KIT_LOG_PREFIX:-}$1.log"
