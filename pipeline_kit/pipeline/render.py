@@ -59,8 +59,17 @@ kit_record() {  # on none/local, the job's outcome for `kit status`: an exit cod
   [ -z "${KIT_RC_FILE:-}" ] || { echo "$1" > "$KIT_RC_FILE.tmp" && mv -f "$KIT_RC_FILE.tmp" "$KIT_RC_FILE"; }
 }
 kit_cancel() {  # a cancelled job stops what it started (and on none/local records that it was cancelled)
-  kit_stop; kit_record CANCELLED
+  kit_stop; kit_reap; kit_record CANCELLED
   exit "$1"
+}
+kit_reap() {  # give the stopped commands KIT_STOP_GRACE seconds [30] to end (a trainer saves), then kill the rest
+  local deadline=$((SECONDS + ${KIT_STOP_GRACE:-30})) p alive
+  while :; do
+    alive=0; for p in "${kit_pids[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
+    [ "$alive" = 0 ] || [ "$SECONDS" -ge "$deadline" ] && break
+    sleep 0.2
+  done
+  for p in "${kit_pids[@]}"; do kill -KILL -- "-$p" 2>/dev/null; done
 }
 trap 'kit_cancel 143' TERM; trap 'kit_cancel 130' INT"""
 PRELUDE += "\n" + SHELL_FUNCTION
