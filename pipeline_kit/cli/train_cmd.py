@@ -72,7 +72,5 @@ def register(app: typer.Typer) -> None:
             str | None, Opt("--vllm_server_container", help="Container key of the vLLM server (needs trl + vllm).")
         ] = None,
     ) -> int:
-        spec = train.spec(
-            "grpo", flags.extra_args, vllm_gpus=vllm_server_gpus, vllm_container=vllm_server_container
-        )
+        spec = train.spec("grpo", flags.extra_args, vllm_gpus=vllm_server_gpus, vllm_container=vllm_server_container)
         raise typer.Exit(_run(flags, spec))

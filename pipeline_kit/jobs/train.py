@@ -165,7 +165,9 @@ def _job_path(cluster: ClusterConfig, flag: str, path: str) -> str:
     if cluster.executor == "none":
         return os.path.abspath(path)
     if not os.path.isabs(path):
-        raise UserError(f"{flag}={path} is relative; on executor '{cluster.executor}' give the absolute path where the job runs.")
+        raise UserError(
+            f"{flag}={path} is relative; on executor '{cluster.executor}' give the absolute path where the job runs."
+        )
     return path
 
 

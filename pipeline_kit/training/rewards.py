@@ -18,7 +18,9 @@ def completion_text(completion) -> str:
 
 def score(texts: list[str], expected: list, cfg: RewardConfig) -> tuple[list[float], list[bool], list[bool]]:
     """(reward, correct, boxed) per completion: `correct` or `incorrect`, plus `boxed` when the answer is boxed."""
-    tasks = [task_of({"generation": t, "expected_answer": e}, "completion") for t, e in zip(texts, expected, strict=True)]
+    tasks = [
+        task_of({"generation": t, "expected_answer": e}, "completion") for t, e in zip(texts, expected, strict=True)
+    ]
     verdicts = grade_tasks(tasks, workers=cfg.workers, timeout=cfg.timeout)
     boxed = [final_boxed(t) is not None for t in texts]
     rewards = [
@@ -59,7 +61,9 @@ def make_eval_callback(trainer, records: list[dict], prompts: list, tokenizer, e
         model.eval()
         with torch.no_grad():
             for start in range(0, len(texts), 32):
-                batch = tokenizer(texts[start : start + 32], return_tensors="pt", padding=True, add_special_tokens=False)
+                batch = tokenizer(
+                    texts[start : start + 32], return_tensors="pt", padding=True, add_special_tokens=False
+                )
                 batch = batch.to(model.device)
                 out = model.generate(**batch, max_new_tokens=max_new_tokens, do_sample=False)
                 out_texts += tokenizer.batch_decode(out[:, batch["input_ids"].shape[1] :], skip_special_tokens=True)

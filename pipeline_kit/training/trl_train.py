@@ -174,7 +174,9 @@ def run(cfg: TrainConfig) -> None:
     if request.stop:
         say(f"stopped at step {trainer.state.global_step} on {request.reason}; a new job resumes from its checkpoint")
         sys.exit(143)
-    say(f"trained to step {trainer.state.global_step} in {time.time() - t0:.1f}s (train loss {result.training_loss:.4f})")
+    say(
+        f"trained to step {trainer.state.global_step} in {time.time() - t0:.1f}s (train loss {result.training_loss:.4f})"
+    )
     print(f"kit train: saved {publish_final(trainer, tokenizer, cfg.output_dir, merge_lora=bool(cfg.lora_rank))}")
 
 
