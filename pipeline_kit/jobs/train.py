@@ -172,14 +172,15 @@ def _job_path(cluster: ClusterConfig, flag: str, path: str) -> str:
 
 
 def _check_visible_inputs(cluster: ClusterConfig, algorithm: str, model: str, data: str, options: JobOptions) -> None:
-    """Where kit sees the job's files (none; Slurm without a tunnel), the model folder and every training record are
-    checked now, unless an earlier stage makes them (they are checked when the job starts)."""
+    """The model folder and every training record, checked now where kit sees them: on none (a missing one is an
+    error unless an earlier stage makes it); on Slurm without a tunnel when the path exists here. Otherwise the job
+    checks them when it starts."""
     from pipeline_kit.training.config import check_model_dir, read_training_records
 
-    if not (cluster.executor == "none" or (cluster.executor == "slurm" and cluster.ssh_tunnel is None)):
+    if cluster.executor not in ("none", "slurm") or cluster.ssh_tunnel is not None:
         return
-    later = bool(options.after or options.run_after)
-    if os.path.exists(model) or not later:
+    must = cluster.executor == "none" and not (options.after or options.run_after)
+    if os.path.exists(model) or must:
         check_model_dir(model, "--model")
-    if os.path.exists(data) or not later:
+    if os.path.exists(data) or must:
         read_training_records(data, algorithm, "--training_data")
