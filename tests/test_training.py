@@ -17,7 +17,8 @@ import pytest
 from conftest import BIN, SERVICES, need
 
 TRAIN_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
-SFT_FLAGS = ["++learning_rate=3e-3", "++micro_batch_size=32", "++max_length=128", "++warmup_ratio=0.1"]
+SFT_FLAGS = ["++learning_rate=2e-3", "++lr_scheduler=constant_with_warmup", "++warmup_ratio=0.1", "++micro_batch_size=32",
+             "++max_length=128"]  # fmt: skip
 
 
 def additions(path: Path, n: int, seed: int, with_generation: bool = True) -> Path:
@@ -38,6 +39,15 @@ def loss_history(output_dir: Path) -> list[float]:
     newest = max(output_dir.glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1]))
     state = json.loads((newest / "trainer_state.json").read_text())
     return [e["loss"] for e in state["log_history"] if "loss" in e]
+
+
+def _cmdline_has(path: Path, needle: str) -> bool:
+    try:
+        return (
+            "pipeline_kit.training.trl_train" in (text := path.read_bytes().decode(errors="replace")) and needle in text
+        )
+    except OSError:
+        return False
 
 
 def tiny_init() -> str:
@@ -134,7 +144,8 @@ def test_grpo_with_a_vllm_server_is_a_het_job(kit, configs):
 
 @pytest.mark.models
 def test_sft_on_none_learns_and_kit_eval_scores_higher(kit, tmp_path):
-    """Generation-style outputs → kit prepare_sft_data → kit sft (≈100 steps from random weights) → kit eval on
+    """Generation-style outputs → kit prepare_sft_data → kit sft (400 steps from random weights; 50 steps learn the \\boxed{} format but
+    not yet the sums: 22% on arith) → kit eval on
     arith before (the untrained model) and after (<output_dir>/final)."""
     base = tiny_init()
     gen = tmp_path / "gen"
@@ -146,12 +157,12 @@ def test_sft_on_none_learns_and_kit_eval_scores_higher(kit, tmp_path):
     out = tmp_path / "sft"
     t0 = time.time()
     res = kit("sft", "--expname=sft", f"--model={base}", f"--training_data={data}", f"--output_dir={out}",
-              "++max_steps=100", "++save_steps=50", "++logging_steps=10", *SFT_FLAGS, env=TRAIN_ENV, timeout=600)  # fmt: skip
+              "++max_steps=400", "++save_steps=200", "++logging_steps=10", *SFT_FLAGS, env=TRAIN_ENV, timeout=600)  # fmt: skip
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]
-    print(f"kit sft, 100 steps: {time.time() - t0:.1f}s")
+    print(f"kit sft, 400 steps: {time.time() - t0:.1f}s")
     losses = loss_history(out)
     assert losses[-1] < 0.5 * losses[0], losses
-    assert (out / "checkpoint-100" / "kit-complete").is_file() and list((out / "tensorboard").rglob("events.*"))
+    assert (out / "checkpoint-400" / "kit-complete").is_file() and list((out / "tensorboard").rglob("events.*"))
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     model = AutoModelForCausalLM.from_pretrained(out / "final")
@@ -169,7 +180,7 @@ def test_sft_on_none_learns_and_kit_eval_scores_higher(kit, tmp_path):
         metrics = json.loads((tmp_path / name / "metrics.json").read_text())["arith"]
         scores[name] = next(iter(metrics.values()))["symbolic_correct"]
     print(f"arith greedy accuracy: {scores}")
-    assert scores["after"] > scores["before"] and scores["after"] >= 20, scores
+    assert scores["after"] > scores["before"] and scores["after"] >= 50, scores
 
 
 @pytest.mark.models
@@ -181,23 +192,75 @@ def test_grpo_rewards_with_the_grader_and_resumes_after_a_kill(kit, tmp_path, us
             f"--output_dir={out}", "++max_steps=8", "++save_steps=2", "++logging_steps=1", "++micro_batch_size=8",
             "++num_generations=4", "++max_completion_length=8", "++learning_rate=1e-4", "++eval_steps=4",
             "++eval_size=16"]  # fmt: skip
-    home = tmp_path / "home" / ".kit"  # the kit fixture's
-    env = {**os.environ, **SERVICES, **TRAIN_ENV, "KIT_HOME": str(home)}
+    env = {**os.environ, **SERVICES, **TRAIN_ENV, "KIT_HOME": str(tmp_path / "home" / ".kit")}
     proc = subprocess.Popen([str(BIN / "kit"), *args], cwd=user_repo, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)  # fmt: skip
     deadline = time.time() + 240
     while not list(out.glob("checkpoint-*/kit-complete")) and time.time() < deadline and proc.poll() is None:
         time.sleep(0.2)
-    os.killpg(proc.pid, signal.SIGKILL)  # the whole job, no chance to save
+    # kill -9 the trainer (its job runs in its own session) and kit: no chance to save
+    trainers = [int(p.parent.name) for p in Path("/proc").glob("[0-9]*/cmdline") if _cmdline_has(p, str(out))]
+    for pid in [*trainers, proc.pid]:
+        os.kill(pid, signal.SIGKILL)
     proc.wait()
     done = sorted(int(p.parent.name.split("-")[1]) for p in out.glob("checkpoint-*/kit-complete"))
     assert done and not (out / "final").exists(), (done, proc.stdout.read()[-3000:])
 
     res = kit(*args, env=TRAIN_ENV, timeout=600)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]
-    log = res.stdout + res.stderr + "".join(p.read_text() for p in home.rglob("trainer.log"))
+    log = "".join(Path(p).read_text() for p in re.findall(r"^--- (\S+trainer\.log) \(last lines\)", res.stdout, re.M))
     assert f"resuming from {out}/checkpoint-{done[-1]} (step {done[-1]})" in log, log[-3000:]
     state = json.loads((out / "checkpoint-8" / "trainer_state.json").read_text())
     rewards = [e for e in state["log_history"] if "reward" in e]
     assert rewards and all(-0.5 <= e["reward"] <= 1.1 for e in rewards), rewards
     assert any("eval/accuracy" in e for e in state["log_history"]) and (out / "final" / "config.json").is_file()
+
+
+def steps_per_second(tmp_path: Path, data: Path) -> float:
+    """The tiny model's SFT speed on this machine now (the wall-time test sizes its run by it)."""
+    res = subprocess.run(
+        [str(BIN / "python"), "-m", "pipeline_kit.training.trl_train", "++algorithm=sft", f"++model={tiny_init()}",
+         f"++training_data={data}", f"++output_dir={tmp_path / 'calibrate'}", "++max_steps=150", "++save_steps=1000",
+         "++report_to=none", *SFT_FLAGS],
+        capture_output=True, text=True, env={**os.environ, **TRAIN_ENV}, timeout=300,
+    )  # fmt: skip
+    m = re.search(r"trained to step 150 in ([\d.]+)s", res.stderr)
+    assert m, res.stderr[-2000:]
+    return 150 / float(m[1])
+
+
+@pytest.mark.slurm
+@pytest.mark.models
+def test_sft_on_slurm_saves_on_the_signal_and_the_next_job_resumes(kit, configs, tmp_path):
+    """A 1-minute limit: the first job gets SIGUSR1 before its limit, saves, and is stopped by the limit (TIMEOUT);
+    the next job of the --dependent_jobs chain resumes from the newest complete checkpoint (its log names the step)
+    and the chain ends at the requested step count. The run is sized to about 110 s of training at this machine's
+    measured speed: more than one job holds (60-90 s, less ~12 s of start-up), less than three do."""
+    need("SLURM_CONF", "the local Slurm cluster")
+    data = additions(tmp_path / "sft.jsonl", 400, 3)
+    steps = int(steps_per_second(tmp_path, data) * 110)
+    d = configs("slurm", f"executor: slurm\njob_dir: JOB_DIR\naccount: root\npartition: debug\nenv_vars:\n"
+                f"  - KIT_TRAIN_PYTHON={BIN / 'python'}\n" + "".join(f"  - {k}={v}\n" for k, v in TRAIN_ENV.items()))  # fmt: skip
+    out = tmp_path / "wt"
+    res = kit("sft", "--cluster=slurm", f"--config_dir={d}", "--expname=wt", "--time_min=1", "--dependent_jobs=2",
+              "--save_before_timeout=30", f"--model={tiny_init()}", f"--training_data={data}", f"--output_dir={out}",
+              f"++max_steps={steps}", "++save_steps=100000", "++logging_steps=100", "++report_to=none", *SFT_FLAGS,
+              "--wait", timeout=600)  # fmt: skip
+    ids = dict(re.findall(r"job (\S+) \S+ \(slurm job (\d+)\)", res.stdout))
+    assert set(ids) == {"wt", "wt-dep1", "wt-dep2"}, res.stdout + res.stderr
+    sacct = subprocess.run(["sacct", "-n", "-P", "-X", "-j", ",".join(ids.values()), "-o", "JobName,State"],
+                           capture_output=True, text=True).stdout  # fmt: skip
+    states = dict(line.split("|") for line in sacct.split())
+    logs = {name: next(configs.job_dir.rglob(f"logs/wt/*/{name}/trainer.log")).read_text() for name in ids}
+    first = logs["wt"]
+    assert states["wt"] == "TIMEOUT", (states, first[-3000:])
+    saved = re.search(r"SIGUSR1 received .*: saving checkpoint-(\d+)", first)
+    assert saved and f"saved {out}/checkpoint-{saved[1]}" in first, first[-3000:]
+    resumed = re.search(rf"resuming from {out}/checkpoint-(\d+) \(step (\d+)\)", logs["wt-dep1"])
+    assert resumed and int(resumed[2]) >= int(saved[1]), logs["wt-dep1"][-3000:]
+    final_state = json.loads((out / f"checkpoint-{steps}" / "trainer_state.json").read_text())
+    assert final_state["global_step"] == steps and (out / "final" / "config.json").is_file()
+    finisher = "wt-dep1" if states["wt-dep1"] == "COMPLETED" else "wt-dep2"
+    assert states[finisher] == "COMPLETED" and f"trained to step {steps}" in logs[finisher], (states, logs)
+    if finisher == "wt-dep1":
+        assert states["wt-dep2"] == "COMPLETED" and "training is done" in logs["wt-dep2"], logs["wt-dep2"]
