@@ -212,7 +212,7 @@ def test_grpo_rewards_with_the_grader_and_resumes_after_a_kill(kit, tmp_path, us
     assert f"resuming from {out}/checkpoint-{done[-1]} (step {done[-1]})" in log, log[-3000:]
     state = json.loads((out / "checkpoint-8" / "trainer_state.json").read_text())
     rewards = [e for e in state["log_history"] if "reward" in e]
-    assert rewards and all(-0.5 <= e["reward"] <= 1.1 for e in rewards), rewards
+    assert rewards and all(-0.5001 <= e["reward"] <= 1.1001 for e in rewards), rewards
     assert any("eval/accuracy" in e for e in state["log_history"]) and (out / "final" / "config.json").is_file()
 
 
