@@ -24,7 +24,9 @@ trap '' USR1
 kit_pids=(); declare -A kit_name=() kit_service=()
 kit_start() {  # NAME SERVICE(0|1) COMMAND
   local log="$KIT_LOG_DIR/${KIT_LOG_PREFIX:-}$1.log"
-  setsid -w bash -c "$3" > >(tee -a "$log") 2>&1 </dev/null &
+  # the log's tee outlives a stop signal (it ends when the command closes its output): a stopped command's last
+  # lines (a trainer saving) still reach the log instead of dying on a broken pipe
+  setsid -w bash -c "$3" > >(trap '' INT TERM; exec tee -a "$log") 2>&1 </dev/null &
   kit_name[$!]=$1; kit_service[$!]=$2; kit_pids+=($!)
 }
 kit_free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("", 0)); print(s.getsockname()[1])'; }
