@@ -184,6 +184,22 @@ def test_sft_on_none_learns_and_kit_eval_scores_higher(kit, tmp_path):
 
 
 @pytest.mark.models
+def test_sft_with_lora_writes_plain_merged_weights(kit, tmp_path):
+    need("KIT_TEST_TINY_MODEL", "the tiny model")
+    data = additions(tmp_path / "sft.jsonl", 64, 4)
+    out = tmp_path / "lora"
+    res = kit("sft", "--expname=lora", f"--model={SERVICES['KIT_TEST_TINY_MODEL']}", f"--training_data={data}",
+              f"--output_dir={out}", "++max_steps=10", "++lora_rank=8", "++micro_batch_size=16", "++max_length=128",
+              "++report_to=none", env=TRAIN_ENV, timeout=300)  # fmt: skip
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]
+    assert (out / "checkpoint-10" / "adapter_config.json").is_file()  # checkpoints hold the adapter
+    assert not (out / "final" / "adapter_config.json").exists()  # the final model is merged
+    from transformers import AutoModelForCausalLM
+
+    assert AutoModelForCausalLM.from_pretrained(out / "final").config.model_type == "qwen2"
+
+
+@pytest.mark.models
 def test_grpo_rewards_with_the_grader_and_resumes_after_a_kill(kit, tmp_path, user_repo):
     need("KIT_TEST_TINY_MODEL", "the tiny model")
     data = additions(tmp_path / "rl.jsonl", 64, 2, with_generation=False)
