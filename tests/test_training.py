@@ -71,7 +71,6 @@ def sft_files(tmp_path):
     ("change", "needle"),
     [
         ({"line": '{"problem": "What is 1+1?"}'}, "sft.jsonl:9: the record has no 'generation' string"),
-        ({"model": "missing"}, "--model="),
         ({"args": ["++num_generations=3"]}, "not a multiple of ++num_generations=3"),
         ({"args": ["++learning_rat=1e-5"]}, "unknown key ++learning_rat. Did you mean 'learning_rate'?"),
         ({"args": ["++model=/elsewhere"]}, "++model is set by kit; use --model instead"),
@@ -84,8 +83,6 @@ def test_bad_training_input_is_one_line(kit, tmp_path, sft_files, change, needle
     if "line" in change:
         with data.open("a") as f:
             f.write(change["line"] + "\n")
-    if "model" in change:
-        model = tmp_path / change["model"]
     command = "grpo" if any("num_generations" in a for a in change.get("args", [])) else "sft"
     if command == "grpo":
         data = additions(tmp_path / "rl.jsonl", 8, 0, with_generation=False)
@@ -120,7 +117,7 @@ def test_multi_node_sft_renders_torchrun_and_asks_slurm_for_the_signal(kit, conf
         r"\+\+learning_rate=1e-5",
         out,
     ), out
-    assert "--dependency=afterany:" in out or "sft-dep1" in out
+    assert "==== job sft-dep1 (slurm)" in out and "---- sbatch --dependency=afterany:<job sft>" in out, out
 
 
 def test_grpo_with_a_vllm_server_is_a_het_job(kit, configs):

@@ -72,6 +72,11 @@ def override_value(value: str) -> str:
     return "'" + value.replace("'", "\\'") + "'"
 
 
+def override_text(value: str) -> str:
+    """`value` as an override value: bare when the grammar reads it back unchanged, else quoted (override_value)."""
+    return value if value and _SIMPLE.match(value) else override_value(value)
+
+
 def parse_overrides(args: list[str], what: str = "generation", complete: bool = True, schema: type = GenerateConfig):
     """`++a.b=value` (also `a.b=value` and `+a.b=value`) → an instance of `schema` (a dataclass; default
     GenerateConfig), checked key by key. With `complete=False` only the given overrides are checked (required keys

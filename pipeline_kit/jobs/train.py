@@ -18,7 +18,7 @@ TRAIN_PYTHON_VAR = "KIT_TRAIN_PYTHON"  # a cluster config may point it at an env
 VLLM_NAME = "vllm_server"  # the `trl vllm-serve` command GRPO generates with
 BACKENDS = ("trl", "nemo_rl")
 MASTER_PORT = 29500
-_OWN_KEYS = {"algorithm": "--sft/--grpo command", "model": "--model", "training_data": "--training_data",
+_OWN_KEYS = {"algorithm": "kit sft or kit grpo", "model": "--model", "training_data": "--training_data",
              "output_dir": "--output_dir", "vllm_server": "--vllm_server_gpus"}  # fmt: skip
 
 
@@ -99,6 +99,7 @@ class TrainCommand:
 
 def train_jobs(cluster: ClusterConfig, spec: TrainSpec, options: JobOptions) -> list[Job]:
     """The training job (and its --dependent_jobs copies, each resuming where the previous one saved)."""
+    from pipeline_kit.inference.config import override_text
     from pipeline_kit.training.config import check_train_overrides, parse_train_overrides
 
     if spec.backend == "nemo_rl":
@@ -108,7 +109,7 @@ def train_jobs(cluster: ClusterConfig, spec: TrainSpec, options: JobOptions) -> 
     if spec.num_nodes > 1 and cluster.executor != "slurm":
         raise UserError(f"--num_nodes={spec.num_nodes} needs a Slurm cluster; executor '{cluster.executor}' runs one.")
     check_train_overrides(spec.overrides)  # a typo stops here, before anything is queued
-    own = [f"++algorithm={spec.algorithm}", *(f"++{k}={_value(v)}" for k, v in
+    own = [f"++algorithm={spec.algorithm}", *(f"++{k}={override_text(v)}" for k, v in
            (("model", model), ("training_data", data), ("output_dir", output_dir)))]  # fmt: skip
     placeholder = ["++vllm_server=http://resolved-in-the-job:8000"] if spec.vllm_gpus else []
     parse_train_overrides([*own, *placeholder, *spec.overrides])  # rules between values (batch vs generations, ...)
@@ -119,7 +120,7 @@ def train_jobs(cluster: ClusterConfig, spec: TrainSpec, options: JobOptions) -> 
         groups: list[CommandGroup] = []
         refs: dict[str, Command] = {}
         if spec.vllm_gpus:
-            groups.append(vllm_group(spec, model))
+            groups.append(vllm_group(cluster, spec, model))
             refs[VLLM_NAME] = groups[0].commands[0]
         trainer = Command(
             TrainCommand(cluster.kit_python, spec, overrides),
@@ -137,9 +138,9 @@ def train_jobs(cluster: ClusterConfig, spec: TrainSpec, options: JobOptions) -> 
     return chain(options, plan)
 
 
-def vllm_group(spec: TrainSpec, model: str) -> CommandGroup:
+def vllm_group(cluster: ClusterConfig, spec: TrainSpec, model: str) -> CommandGroup:
     """TRL's server mode: `trl vllm-serve` on its own GPUs; the trainer sends it prompts and its new weights."""
-    python = f'"${{{TRAIN_PYTHON_VAR}:-python3}}"'
+    python = f'"${{{TRAIN_PYTHON_VAR}:-{cluster.kit_python}}}"'
     line = (
         f"{python} -m trl.scripts.vllm_serve --model {shlex.quote(model)} --host 0.0.0.0 --port $KIT_PORT "
         f"--tensor_parallel_size {max(spec.vllm_gpus, 1)}"
@@ -148,15 +149,6 @@ def vllm_group(spec: TrainSpec, model: str) -> CommandGroup:
         line, name=VLLM_NAME, container=spec.vllm_container, num_gpus=spec.vllm_gpus, port=AUTO_PORT, service=True
     )
     return CommandGroup([command], name=VLLM_NAME)
-
-
-def _value(path: str) -> str:
-    """A path as an override value: bare when the grammar takes it as is, else quoted."""
-    import re
-
-    from pipeline_kit.inference.config import override_value
-
-    return path if re.fullmatch(r"[A-Za-z0-9_./@+-]+", path) else override_value(path)
 
 
 def _job_path(cluster: ClusterConfig, flag: str, path: str) -> str:

@@ -43,12 +43,10 @@ def checkpoints(output_dir: str | Path) -> list[tuple[int, Path, bool]]:
 
 def resume_point(output_dir: str | Path) -> Path | None:
     """The newest complete checkpoint; newer incomplete ones (a save cut off by the limit) are removed."""
-    last = None
-    for _step, folder, complete in checkpoints(output_dir):
-        if complete:
-            last = folder
-    for step, folder, complete in checkpoints(output_dir):
-        if not complete and (last is None or step > int(last.name.split("-")[1])):
+    found = checkpoints(output_dir)
+    last_step, last = max(((step, folder) for step, folder, complete in found if complete), default=(-1, None))
+    for step, folder, complete in found:
+        if not complete and step > last_step:
             say(f"removing {folder}: its save did not finish (the job was stopped while saving)")
             shutil.rmtree(folder, ignore_errors=True)
     return last

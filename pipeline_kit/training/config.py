@@ -3,7 +3,6 @@ from `++key=value` overrides with the generation script's parser; the checks tha
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -46,7 +45,7 @@ class TrainConfig:
     max_length: int = 4096  # tokens of prompt + answer (SFT)
     seed: int = 42
     dtype: str = "auto"  # auto (bf16 on GPU, fp32 on CPU) | bf16 | fp16 | fp32
-    gradient_checkpointing: bool = False
+    activation_checkpointing: bool = False  # recompute activations in the backward pass (less memory)
     # checkpoints and logs
     save_steps: int = 100  # a checkpoint every N steps (and one when Slurm's early-warning signal arrives)
     save_total_limit: int | None = 3
@@ -155,9 +154,3 @@ def read_training_records(path: str, algorithm: str, flag: str = "++training_dat
 
 def _prepare_kind(algorithm: str) -> str:
     return "sft" if algorithm == "sft" else "rl"
-
-
-def dumps(cfg: TrainConfig) -> str:
-    from dataclasses import asdict
-
-    return json.dumps(asdict(cfg), indent=1, sort_keys=True)

@@ -68,7 +68,7 @@ def trainer_args(cfg: TrainConfig) -> dict:
         "per_device_train_batch_size": cfg.micro_batch_size,
         "gradient_accumulation_steps": cfg.gradient_accumulation_steps,
         "seed": cfg.seed,
-        "gradient_checkpointing": cfg.gradient_checkpointing,
+        "activation_checkpointing": cfg.activation_checkpointing,
         "save_strategy": "steps",
         "save_steps": cfg.save_steps,
         "save_total_limit": cfg.save_total_limit,
@@ -96,7 +96,7 @@ def peft_config(cfg: TrainConfig):
     )
 
 
-def build_trainer(cfg: TrainConfig, rows: list[dict], records: list[dict], tokenizer):
+def build_trainer(cfg: TrainConfig, rows: list[dict], tokenizer):
     from datasets import Dataset
 
     data = Dataset.from_list(rows)
@@ -161,7 +161,7 @@ def run(cfg: TrainConfig) -> None:
     tokenizer = AutoTokenizer.from_pretrained(cfg.model)
     if tokenizer.chat_template is None:
         raise UserError(f"++model={cfg.model} has no chat template; training formats chats with the model's own.")
-    trainer = build_trainer(cfg, rows, records, tokenizer)
+    trainer = build_trainer(cfg, rows, tokenizer)
     trainer.add_callback(make_callback(request))
     add_eval(cfg, trainer, records, tokenizer)
     start = resume_point(cfg.output_dir)
