@@ -99,6 +99,18 @@ def test_missing_model_folder_names_the_flag(kit, tmp_path, sft_files):
     assert res.returncode == 2 and "--model=" in res.stderr and "no such folder" in res.stderr, res.stderr
 
 
+def test_a_trainer_python_without_the_train_extra_is_one_line(monkeypatch):
+    import importlib.util
+
+    from pipeline_kit.errors import UserError
+    from pipeline_kit.training.config import check_training_libraries
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "trl" else real(name, *a))
+    with pytest.raises(UserError, match=r"/py has no trl: install the training extra there \(pip install 'pipeline_kit\[train\]'\)"):
+        check_training_libraries("/py")
+
+
 # ---- what goes out on a GPU cluster (no GPU here: the exact command lines)
 
 
@@ -211,6 +223,7 @@ def test_grpo_rewards_with_the_grader_and_resumes_after_a_kill(kit, tmp_path, us
     deadline = time.time() + 240
     while not list(out.glob("checkpoint-*/kit-complete")) and time.time() < deadline and proc.poll() is None:
         time.sleep(0.2)
+    assert proc.poll() is None, proc.stdout.read()[-3000:]  # still training, with a checkpoint saved
     # kill -9 the trainer (its job runs in its own session) and kit: no chance to save
     trainers = [int(p.parent.name) for p in Path("/proc").glob("[0-9]*/cmdline") if _cmdline_has(p, str(out))]
     for pid in [*trainers, proc.pid]:

@@ -167,8 +167,10 @@ def _check_visible_inputs(cluster: ClusterConfig, algorithm: str, model: str, da
     """The model folder and every training record, checked now where kit sees them: on none (a missing one is an
     error unless an earlier stage makes it); on Slurm without a tunnel when the path exists here. Otherwise the job
     checks them when it starts."""
-    from pipeline_kit.training.config import check_model_dir, read_training_records
+    from pipeline_kit.training.config import check_model_dir, check_training_libraries, read_training_records
 
+    if cluster.executor == "none" and TRAIN_PYTHON_VAR not in {**os.environ, **cluster.env_vars}:
+        check_training_libraries()  # the job runs this very Python
     if cluster.executor not in ("none", "slurm") or cluster.ssh_tunnel is not None:
         return
     must = cluster.executor == "none" and not (options.after or options.run_after)

@@ -3,6 +3,7 @@ from `++key=value` overrides with the generation script's parser; the checks tha
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -116,6 +117,21 @@ def check_config(cfg: TrainConfig) -> None:
                 f"{cfg.gradient_accumulation_steps} = {batch} completions a step is not a multiple of "
                 f"++num_generations={cfg.num_generations}; make it one (e.g. ++micro_batch_size={cfg.num_generations})."
             )
+
+
+TRAINING_LIBRARIES = ("torch", "transformers", "trl", "datasets", "accelerate")
+
+
+def check_training_libraries(python: str = sys.executable) -> None:
+    """The trainer's Python has the `train` extra (a clear line instead of an import traceback in the job)."""
+    from importlib.util import find_spec
+
+    missing = [name for name in TRAINING_LIBRARIES if find_spec(name) is None]
+    if missing:
+        raise UserError(
+            f"{python} has no {', '.join(missing)}: install the training extra there (pip install "
+            f"'pipeline_kit[train]'), or point KIT_TRAIN_PYTHON at a Python that has it."
+        )
 
 
 def check_model_dir(path: str, flag: str = "++model") -> None:

@@ -22,7 +22,13 @@ from pipeline_kit.training.checkpoints import (
     resume_point,
     say,
 )
-from pipeline_kit.training.config import TrainConfig, check_model_dir, parse_train_overrides, read_training_records
+from pipeline_kit.training.config import (
+    TrainConfig,
+    check_model_dir,
+    check_training_libraries,
+    parse_train_overrides,
+    read_training_records,
+)
 
 
 def conversations(cfg: TrainConfig, records: list[dict]) -> list[dict]:
@@ -143,6 +149,7 @@ def run(cfg: TrainConfig) -> None:
     if (final / "config.json").is_file():
         say(f"{final} exists: training is done (delete it, or use another --output_dir, to train again)")
         return
+    check_training_libraries()
     check_model_dir(cfg.model)
     records = read_training_records(cfg.training_data, cfg.algorithm)
     rows = conversations(cfg, records)  # every record's prompt is built (and checked) before torch loads
@@ -175,7 +182,7 @@ def run(cfg: TrainConfig) -> None:
         say(f"stopped at step {trainer.state.global_step} on {request.reason}; a new job resumes from its checkpoint")
         sys.exit(143)
     say(
-        f"trained to step {trainer.state.global_step} in {time.time() - t0:.1f}s (train loss {result.training_loss:.4f})"
+        f"trained to step {trainer.state.global_step} in {time.time() - t0:.2f}s (train loss {result.training_loss:.4f})"
     )
     print(f"kit train: saved {publish_final(trainer, tokenizer, cfg.output_dir, merge_lora=bool(cfg.lora_rank))}")
 
