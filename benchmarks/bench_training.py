@@ -70,7 +70,11 @@ def user_repo(root: Path) -> Path:
     repo = root / "proj"
     repo.mkdir()
     (repo / "README").write_text("bench\n")
-    for args in (["init", "-q"], ["add", "."], ["-c", "user.name=b", "-c", "user.email=b@b", "commit", "-q", "-m", "i"]):
+    for args in (
+        ["init", "-q"],
+        ["add", "."],
+        ["-c", "user.name=b", "-c", "user.email=b@b", "commit", "-q", "-m", "i"],
+    ):
         subprocess.run(["git", *args], cwd=repo, check=True)
     return repo
 

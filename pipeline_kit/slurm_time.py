@@ -19,3 +19,16 @@ def check_slurm_time(value: str, where: str) -> str:
             "(1-00:00:00)."
         )
     return value
+
+
+def slurm_seconds(value: str) -> int:
+    """A Slurm time in seconds: minutes, minutes:seconds, hours:minutes:seconds, or days-hours[:minutes[:seconds]]."""
+    check_slurm_time(value, "time limit")
+    days, _, rest = str(value).rpartition("-")
+    parts = [int(p) for p in rest.split(":")]
+    if days:  # days-hours[:minutes[:seconds]]
+        parts += [0] * (3 - len(parts))
+        return int(days) * 86400 + parts[0] * 3600 + parts[1] * 60 + parts[2]
+    if len(parts) == 3:
+        return parts[0] * 3600 + parts[1] * 60 + parts[2]
+    return parts[0] * 60 + (parts[1] if len(parts) == 2 else 0)

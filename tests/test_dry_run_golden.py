@@ -22,7 +22,8 @@ CONFIGS = {
     ),
     "slurm": (
         "executor: slurm\njob_dir: JOB_DIR\naccount: acct\npartition: debug\ncpu_partition: cpu\n"
-        "timeouts:\n  cpu: '00:30:00'\ncontainers:\n  base: nvcr.io/example/base:1.0\njob_name_prefix: 'kit_'\n"
+        "timeouts:\n  cpu: '00:30:00'\ncontainers:\n  base: nvcr.io/example/base:1.0\n  nemo_rl: nvcr.io/nvidia/nemo-rl:v0.4.0\n"
+        "job_name_prefix: 'kit_'\n"
     ),
 }
 
@@ -106,6 +107,57 @@ CASES = {
         "--sandbox_port=6000",
         "--command=python3 reward.py",
     ],
+    "slurm_sft_trl_multinode": [
+        "sft",
+        "--cluster=slurm",
+        "--expname=sft",
+        "--model=/models/qwen",
+        "--training_data=/data/sft.jsonl",
+        "--output_dir=/ckpt/sft",
+        "--num_gpus=8",
+        "--num_nodes=2",
+        "--container=base",
+        "--time_min=04:00:00",
+        "--dependent_jobs=1",
+        "++learning_rate=1e-5",
+        "++average_last=3",
+    ],  # fmt: skip
+    "slurm_sft_nemo_rl_megatron": [
+        "sft",
+        "--cluster=slurm",
+        "--expname=nrl",
+        "--backend=nemo_rl",
+        "--container=nemo_rl",
+        "--model=/models/qwen",
+        "--training_data=/data/sft.jsonl",
+        "--output_dir=/ckpt/sft",
+        "--num_gpus=8",
+        "--num_nodes=2",
+        "--time_min=04:00:00",
+        "--dependent_jobs=1",
+        "++strategy=megatron",
+        "++tensor_parallel_size=4",
+        "++max_steps=1000",
+        "++average_last=3",
+    ],  # fmt: skip
+    "slurm_grpo_nemo_rl_fsdp": [
+        "grpo",
+        "--cluster=slurm",
+        "--expname=nrl-grpo",
+        "--backend=nemo_rl",
+        "--container=nemo_rl",
+        "--model=/ckpt/sft/final",
+        "--training_data=/data/rl.jsonl",
+        "--output_dir=/ckpt/grpo",
+        "--num_gpus=8",
+        "--time_min=04:00:00",
+        "++num_generations=16",
+        "++micro_batch_size=16",
+        "++max_steps=500",
+        "++learning_rate=1e-6",
+        "++report_to=wandb",
+        "++wandb_project=aimo",
+    ],  # fmt: skip
     "none_generate_external": [
         "generate",
         "--cluster=none",
@@ -145,6 +197,8 @@ def normalise(text: str, tmp_path: Path) -> str:
     text = re.sub(r"\d{8}-\d{6}-\d{6}-\d+-\d{3}", "<RUN_ID>", text)  # kit's run id: time, µs, pid, counter
     text = re.sub(r"(?<=_)\d{16,}", "<EXP_ID>", text)  # nemo-run's experiment id: time in ns
     text = re.sub(r"(?<=-)\d{16,}", "<EXP_ID>", text)
+    for suffix in set(re.findall(r"app_id='[\w.]+?-([a-z0-9]{10,20})'", text)):  # torchx's random app id suffix,
+        text = text.replace(suffix, "<APP_ID>")  # letters only at times
     text = re.sub(r"(?<=-)(?=[a-z0-9]*\d)[a-z0-9]{10,20}\b", "<APP_ID>", text)  # torchx's random app id suffix
     text = re.sub(r"(?<=^id: )([\w.]+)-[a-z0-9]{10,20}$", r"\1-<APP_ID>", text, flags=re.M)  # ... also all letters
     text = re.sub(r"(?<=/code/)[0-9a-f]{16}", "<CODE_KEY>", text)  # packed code: named by the commit

@@ -107,7 +107,9 @@ def test_a_trainer_python_without_the_train_extra_is_one_line(monkeypatch):
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "trl" else real(name, *a))
-    with pytest.raises(UserError, match=r"/py has no trl: install the training extra there \(pip install 'pipeline_kit\[train\]'\)"):
+    with pytest.raises(
+        UserError, match=r"/py has no trl: install the training extra there \(pip install 'pipeline_kit\[train\]'\)"
+    ):
         check_training_libraries("/py")
 
 
@@ -216,7 +218,7 @@ def test_grpo_rewards_with_the_grader_and_resumes_after_a_kill(kit, tmp_path, us
     args = ["grpo", "--expname=grpo", f"--model={SERVICES['KIT_TEST_TINY_MODEL']}", f"--training_data={data}",
             f"--output_dir={out}", "++max_steps=8", "++save_steps=2", "++logging_steps=1", "++micro_batch_size=8",
             "++num_generations=4", "++max_completion_length=8", "++learning_rate=1e-4", "++eval_steps=4",
-            "++eval_size=16"]  # fmt: skip
+            "++eval_size=16", "++average_last=2"]  # fmt: skip
     env = {**os.environ, **SERVICES, **TRAIN_ENV, "KIT_HOME": str(tmp_path / "home" / ".kit")}
     proc = subprocess.Popen([str(BIN / "kit"), *args], cwd=user_repo, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)  # fmt: skip
@@ -240,6 +242,18 @@ def test_grpo_rewards_with_the_grader_and_resumes_after_a_kill(kit, tmp_path, us
     rewards = [e for e in state["log_history"] if "reward" in e]
     assert rewards and all(-0.5001 <= e["reward"] <= 1.1001 for e in rewards), rewards
     assert any("eval/accuracy" in e for e in state["log_history"]) and (out / "final" / "config.json").is_file()
+    # ++average_last=2: the final weights are the mean of checkpoint-6's and the last step's (checkpoint-8)
+    from safetensors.torch import load_file
+
+    six, eight, final = (
+        load_file(str(p / "model.safetensors")) for p in (out / "checkpoint-6", out / "checkpoint-8", out / "final")
+    )
+    assert all(torch_close(final[k], (six[k].double() + eight[k].double()) / 2) for k in final)
+    assert any(not torch_close(six[k], eight[k]) for k in final)  # the two differ: the mean is no copy
+
+
+def torch_close(a, b) -> bool:
+    return bool(((a.double() - b.double()).abs() <= 1e-6 + 1e-5 * b.double().abs()).all())
 
 
 def steps_per_second(tmp_path: Path, data: Path) -> float:
@@ -261,23 +275,36 @@ def test_sft_on_slurm_saves_on_the_signal_and_the_next_job_resumes(kit, configs,
     """A 1-minute limit: the first job gets SIGUSR1 before its limit, saves, and is stopped by the limit (TIMEOUT);
     the next job of the --dependent_jobs chain resumes from the newest complete checkpoint (its log names the step)
     and the chain ends at the requested step count. The run is sized to about 110 s of training at this machine's
-    measured speed: more than one job holds (60-90 s, less ~12 s of start-up), less than three do."""
+    measured speed: more than one job holds (60-90 s, less ~12 s of start-up), less than three do. A `kit eval
+    --run_after=wt`, submitted while the chain is queued, starts after its last job and scores <output_dir>/final."""
     need("SLURM_CONF", "the local Slurm cluster")
     data = additions(tmp_path / "sft.jsonl", 400, 3)
     steps = int(steps_per_second(tmp_path, data) * 110)
-    d = configs("slurm", f"executor: slurm\njob_dir: JOB_DIR\naccount: root\npartition: debug\nenv_vars:\n"
-                f"  - KIT_TRAIN_PYTHON={BIN / 'python'}\n" + "".join(f"  - {k}={v}\n" for k, v in TRAIN_ENV.items()))  # fmt: skip
+    env = {"KIT_TRAIN_PYTHON": BIN / "python", "KIT_SERVER_PYTHON": SERVICES["KIT_TEST_HF_PYTHON"], **TRAIN_ENV}
+    d = configs("slurm", "executor: slurm\njob_dir: JOB_DIR\naccount: root\npartition: debug\nenv_vars:\n"
+                + "".join(f"  - {k}={v}\n" for k, v in env.items()))  # fmt: skip
+    data_dir = tmp_path / "data"
+    assert kit("prepare_data", "arith", f"--data_dir={data_dir}").returncode == 0
     out = tmp_path / "wt"
     res = kit("sft", "--cluster=slurm", f"--config_dir={d}", "--expname=wt", "--time_min=1", "--dependent_jobs=2",
               "--save_before_timeout=30", f"--model={tiny_init()}", f"--training_data={data}", f"--output_dir={out}",
-              f"++max_steps={steps}", "++save_steps=100000", "++logging_steps=100", "++report_to=none", *SFT_FLAGS,
-              "--wait", timeout=600)  # fmt: skip
+              f"++max_steps={steps}", "++save_steps=100000", "++logging_steps=100", "++report_to=none", *SFT_FLAGS)  # fmt: skip
     ids = dict(re.findall(r"job (\S+) \S+ \(slurm job (\d+)\)", res.stdout))
     assert set(ids) == {"wt", "wt-dep1", "wt-dep2"}, res.stdout + res.stderr
-    sacct = subprocess.run(["sacct", "-n", "-P", "-X", "-j", ",".join(ids.values()), "-o", "JobName,State"],
+    res = kit("eval", "--cluster=slurm", f"--config_dir={d}", "--expname=wt-eval", "--run_after=wt", "--wait",
+              "--server_type=transformers", f"--model={out}/final", "--benchmarks=arith", f"--data_dir={data_dir}",
+              f"--output_dir={tmp_path / 'eval'}", "++inference.tokens_to_generate=12", "++max_concurrent_requests=8",
+              timeout=900)  # fmt: skip
+    assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-2000:]
+    ids |= dict(re.findall(r"job (\S+) \S+ \(slurm job (\d+)\)", res.stdout))
+    sacct = subprocess.run(["sacct", "-n", "-P", "-X", "-j", ",".join(ids.values()), "-o", "JobName,State,Start,End"],
                            capture_output=True, text=True).stdout  # fmt: skip
-    states = dict(line.split("|") for line in sacct.split())
-    logs = {name: next(configs.job_dir.rglob(f"logs/wt/*/{name}/trainer.log")).read_text() for name in ids}
+    rows = {name: rest for name, *rest in (line.split("|") for line in sacct.split())}
+    states = {name: rest[0] for name, rest in rows.items()}
+    logs = {
+        name: next(configs.job_dir.rglob(f"logs/wt/*/{name}/trainer.log")).read_text()
+        for name in ("wt", "wt-dep1", "wt-dep2")
+    }
     first = logs["wt"]
     assert states["wt"] == "TIMEOUT", (states, first[-3000:])
     saved = re.search(r"SIGUSR1 received .*: saving checkpoint-(\d+)", first)
@@ -290,3 +317,7 @@ def test_sft_on_slurm_saves_on_the_signal_and_the_next_job_resumes(kit, configs,
     assert states[finisher] == "COMPLETED" and f"trained to step {steps}" in logs[finisher], (states, logs)
     if finisher == "wt-dep1":
         assert states["wt-dep2"] == "COMPLETED" and "training is done" in logs["wt-dep2"], logs["wt-dep2"]
+    # the eval ran after the whole chain, on the trained model
+    assert rows["wt-eval"][1] >= max(rows[name][2] for name in ("wt", "wt-dep1", "wt-dep2")), rows
+    metrics = json.loads((tmp_path / "eval" / "metrics.json").read_text())["arith"]
+    assert next(iter(metrics.values()))["symbolic_correct"] >= 50, metrics

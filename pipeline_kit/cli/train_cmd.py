@@ -22,13 +22,17 @@ class TrainFlags:
     output_dir: Annotated[
         str | None, Opt("--output_dir", help="Checkpoints, TensorBoard logs and the final model (<output_dir>/final).")
     ] = None
-    backend: Annotated[str, Opt("--backend", help="trl (runs anywhere, CPU too) | nemo_rl (its container).")] = "trl"
+    backend: Annotated[
+        str,
+        Opt("--backend", help="trl (runs anywhere, CPU too) | nemo_rl (in its container; ++strategy=fsdp|megatron)."),
+    ] = "trl"
     num_gpus: Annotated[int, Opt("--num_gpus", help="GPUs per node (0: CPU).")] = 0
     num_nodes: Annotated[int, Opt("--num_nodes", help="Nodes (Slurm); torchrun spans them.")] = 1
     container: Annotated[str | None, Opt("--container", help="Container key of the trainer.")] = None
     save_before_timeout: Annotated[
-        int, Opt("--save_before_timeout", help="Slurm: seconds before the time limit at which the job saves.")
-    ] = 120
+        int | None,
+        Opt("--save_before_timeout", help="Slurm: seconds before the time limit to save [120; nemo_rl: 900]."),
+    ] = None
 
     def spec(self, algorithm: str, extra_args: tuple[str, ...], **more):
         from pipeline_kit.jobs.train import TrainSpec

@@ -18,7 +18,7 @@ TRAIN_PYTHON_VAR = "KIT_TRAIN_PYTHON"  # a cluster config may point it at an env
 VLLM_NAME = "vllm_server"  # the `trl vllm-serve` command GRPO generates with
 BACKENDS = ("trl", "nemo_rl")
 MASTER_PORT = 29500
-_OWN_KEYS = {"algorithm": "kit sft or kit grpo", "model": "--model", "training_data": "--training_data",
+_OWN_KEYS = {"algorithm": "kit sft or kit grpo", "backend": "--backend", "model": "--model", "training_data": "--training_data",
              "output_dir": "--output_dir", "vllm_server": "--vllm_server_gpus"}  # fmt: skip
 
 
@@ -37,7 +37,7 @@ class TrainSpec:
     num_gpus: int = 0
     num_nodes: int = 1
     container: str | None = None
-    save_before_timeout: int = 120
+    save_before_timeout: int | None = None  # default: 120 s for trl; 900 s for nemo_rl (its start-up counts too)
     vllm_gpus: int = 0
     vllm_container: str | None = None
     overrides: tuple[str, ...] = ()
@@ -55,10 +55,14 @@ class TrainSpec:
                 f"--num_gpus={self.num_gpus} --num_nodes={self.num_nodes} --vllm_server_gpus={self.vllm_gpus}: use "
                 "0 or more GPUs and 1 or more nodes."
             )
+        if self.save_before_timeout is None:
+            self.save_before_timeout = 900 if self.backend == "nemo_rl" else 120
         if self.save_before_timeout < 1:
             raise UserError(f"--save_before_timeout={self.save_before_timeout}: give seconds, at least 1.")
         if self.vllm_gpus and self.algorithm != "grpo":
             raise UserError("--vllm_server_gpus is for kit grpo (it generates GRPO's completions); drop it.")
+        if self.vllm_gpus and self.backend == "nemo_rl":
+            raise UserError("--vllm_server_gpus is for --backend=trl; NeMo-RL generates with vLLM on its own GPUs.")
         for arg in self.overrides:
             key = arg.removeprefix("++").removeprefix("+").split("=", 1)[0]
             if key in _OWN_KEYS:
@@ -102,19 +106,23 @@ def train_jobs(cluster: ClusterConfig, spec: TrainSpec, options: JobOptions) -> 
     from pipeline_kit.inference.config import override_text
     from pipeline_kit.training.config import check_train_overrides, parse_train_overrides
 
-    if spec.backend == "nemo_rl":
-        raise UserError("--backend=nemo_rl is not available yet; use --backend=trl.")
     model, data, output_dir = (_job_path(cluster, f, p) for f, p in (
         ("--model", spec.model), ("--training_data", spec.training_data), ("--output_dir", spec.output_dir)))  # fmt: skip
     if spec.num_nodes > 1 and cluster.executor != "slurm":
         raise UserError(f"--num_nodes={spec.num_nodes} needs a Slurm cluster; executor '{cluster.executor}' runs one.")
     check_train_overrides(spec.overrides)  # a typo stops here, before anything is queued
-    own = [f"++algorithm={spec.algorithm}", *(f"++{k}={override_text(v)}" for k, v in
+    own = [f"++algorithm={spec.algorithm}", f"++backend={spec.backend}", *(f"++{k}={override_text(v)}" for k, v in
            (("model", model), ("training_data", data), ("output_dir", output_dir)))]  # fmt: skip
     placeholder = ["++vllm_server=http://resolved-in-the-job:8000"] if spec.vllm_gpus else []
-    parse_train_overrides([*own, *placeholder, *spec.overrides])  # rules between values (batch vs generations, ...)
-    _check_visible_inputs(cluster, spec.algorithm, model, data, options)
+    cfg = parse_train_overrides([*own, *placeholder, *spec.overrides])  # rules between values (batch vs generations)
+    _check_visible_inputs(cluster, cfg, options)
     overrides = (*own, *spec.overrides)
+    if spec.backend == "nemo_rl":
+        from pipeline_kit.jobs.train_nemo_rl import nemo_rl_command
+
+        command = nemo_rl_command(cluster, spec, cfg, overrides, options)
+    else:
+        command = TrainCommand(cluster.kit_python, spec, overrides)
 
     def plan(copy: int) -> list[JobPlan]:
         groups: list[CommandGroup] = []
@@ -123,7 +131,7 @@ def train_jobs(cluster: ClusterConfig, spec: TrainSpec, options: JobOptions) -> 
             groups.append(vllm_group(cluster, spec, model))
             refs[VLLM_NAME] = groups[0].commands[0]
         trainer = Command(
-            TrainCommand(cluster.kit_python, spec, overrides),
+            command,
             name="trainer",
             container=spec.container,
             num_gpus=spec.num_gpus,
@@ -131,7 +139,12 @@ def train_jobs(cluster: ClusterConfig, spec: TrainSpec, options: JobOptions) -> 
             num_tasks=1,  # one launcher (torchrun) per node
             refs=refs,
         )
-        signal = {"signal": f"USR1@{spec.save_before_timeout}"} if cluster.executor == "slurm" else {}
+        # TRL saves on Slurm's early-warning signal; NeMo-RL saves by its own clock (checkpoint_must_save_by)
+        signal = (
+            {"signal": f"USR1@{spec.save_before_timeout}"}
+            if cluster.executor == "slurm" and spec.backend == "trl"
+            else {}
+        )
         groups.insert(0, CommandGroup([trainer], hardware=HardwareConfig(sbatch_kwargs=signal), name="trainer"))
         return [JobPlan("", groups, {"inputs": [model, data], "outputs": [output_dir]})]
 
@@ -163,18 +176,27 @@ def _job_path(cluster: ClusterConfig, flag: str, path: str) -> str:
     return path
 
 
-def _check_visible_inputs(cluster: ClusterConfig, algorithm: str, model: str, data: str, options: JobOptions) -> None:
+def _check_visible_inputs(cluster: ClusterConfig, cfg, options: JobOptions) -> None:
     """The model folder and every training record, checked now where kit sees them: on none (a missing one is an
     error unless an earlier stage makes it); on Slurm without a tunnel when the path exists here. Otherwise the job
     checks them when it starts."""
     from pipeline_kit.training.config import check_model_dir, check_training_libraries, read_training_records
 
-    if cluster.executor == "none" and TRAIN_PYTHON_VAR not in {**os.environ, **cluster.env_vars}:
+    model, data = cfg.model, cfg.training_data
+    if (
+        cluster.executor == "none"
+        and cfg.backend == "trl"
+        and TRAIN_PYTHON_VAR not in {**os.environ, **cluster.env_vars}
+    ):
         check_training_libraries()  # the job runs this very Python
+    if cluster.executor == "none" and cfg.backend == "nemo_rl" and not os.path.isdir(cfg.nemo_rl_dir):
+        raise UserError(
+            f"++nemo_rl_dir={cfg.nemo_rl_dir} is no folder here; point it at a NeMo-RL checkout, or run in its container."
+        )
     if cluster.executor not in ("none", "slurm") or cluster.ssh_tunnel is not None:
         return
     must = cluster.executor == "none" and not (options.after or options.run_after)
     if os.path.exists(model) or must:
         check_model_dir(model, "--model")
     if os.path.exists(data) or must:
-        read_training_records(data, algorithm, "--training_data")
+        read_training_records(data, cfg.algorithm, "--training_data")

@@ -138,8 +138,9 @@ def _agreed(save: bool, stop: bool) -> tuple[bool, bool]:
     return bool(flags[0]), bool(flags[1])
 
 
-def publish_final(trainer, tokenizer, output_dir: str | Path, merge_lora: bool) -> Path:
-    """The trained model in Hugging Face format at <output_dir>/final, written beside it and renamed into place."""
+def publish_final(trainer, tokenizer, output_dir: str | Path, merge_lora: bool, average_last: int = 1) -> Path:
+    """The trained model in Hugging Face format at <output_dir>/final, written beside it and renamed into place;
+    with `average_last` > 1, the mean of its weights and those of the newest earlier complete checkpoints."""
     final = Path(output_dir) / FINAL
     tmp = Path(output_dir) / f".{FINAL}.tmp-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
@@ -152,6 +153,14 @@ def publish_final(trainer, tokenizer, output_dir: str | Path, merge_lora: bool) 
         trainer.save_model(str(tmp))
     if trainer.accelerator.is_main_process:
         tokenizer.save_pretrained(tmp)
+        if average_last > 1:
+            from pipeline_kit.training.averaging import average_checkpoints
+
+            step = trainer.state.global_step
+            earlier = [folder for n, folder, complete in checkpoints(output_dir) if complete and n < step]
+            chosen = [*earlier[-(average_last - 1) :], tmp]
+            say(f"final: the average of {', '.join(p.name for p in chosen[:-1])} and step {step}")
+            average_checkpoints(chosen, tmp)
         old = final.with_name(f".{FINAL}.old-{os.getpid()}")
         if final.exists():
             final.rename(old)

@@ -30,6 +30,7 @@ class RewardConfig:
 @dataclass
 class TrainConfig:
     algorithm: str = MISSING  # sft | grpo
+    backend: str = "trl"  # trl | nemo_rl (kit sft --backend sets it)
     model: str = MISSING  # a Hugging Face model folder (or a checkpoint's final/)
     training_data: str = MISSING  # JSONL: problem + generation (sft), problem + expected_answer (grpo)
     output_dir: str = MISSING  # checkpoint-N/, final/, tensorboard/
@@ -53,6 +54,12 @@ class TrainConfig:
     logging_steps: int = 10
     report_to: str = "tensorboard"  # tensorboard | wandb | none
     wandb_project: str | None = None
+    average_last: int = 1  # the final model is the average of the newest N checkpoints' weights (1: the last one)
+    # NeMo-RL only: fsdp (DTensor) | megatron, and model parallelism
+    strategy: str = "fsdp"
+    tensor_parallel_size: int = 1
+    pipeline_parallel_size: int = 1  # megatron
+    nemo_rl_dir: str = "/opt/nemo-rl"  # NeMo-RL's repository in its container
     # LoRA through peft (0: full fine-tuning); the final model is merged back into plain weights
     lora_rank: int = 0
     lora_alpha: int = 16
@@ -100,11 +107,23 @@ def check_config(cfg: TrainConfig) -> None:
             raise UserError(f"++{key}={getattr(cfg, key)} must be at least 1.")
     if cfg.max_steps == 0 or cfg.max_steps < -1:
         raise UserError(f"++max_steps={cfg.max_steps}: give a positive step count, or -1 to train ++num_epochs.")
+    if cfg.average_last < 1 or cfg.average_last > (cfg.save_total_limit or cfg.average_last):
+        raise UserError(
+            f"++average_last={cfg.average_last}: give 1 (the last checkpoint) up to ++save_total_limit="
+            f"{cfg.save_total_limit} (the checkpoints kept)."
+        )
+    if cfg.average_last > 1 and cfg.lora_rank:
+        raise UserError(
+            f"++average_last={cfg.average_last} averages full checkpoints; LoRA (++lora_rank) saves adapters."
+        )
+    _check_backend(cfg)
     if cfg.lora_rank < 0:
         raise UserError(f"++lora_rank={cfg.lora_rank} must be 0 (full fine-tuning) or more.")
     if cfg.algorithm == "sft":
-        grpo_only = [k for k in ("vllm_server", "eval_data") if getattr(cfg, k) is not None]
-        grpo_only += ["eval_steps"] if cfg.eval_steps else []
+        grpo_only = ["vllm_server"] if cfg.vllm_server is not None else []
+        if cfg.backend == "trl":  # NeMo-RL's SFT validates on eval_data every eval_steps
+            grpo_only += ["eval_data"] if cfg.eval_data is not None else []
+            grpo_only += ["eval_steps"] if cfg.eval_steps else []
         if grpo_only:
             raise UserError(f"++{grpo_only[0]} is a GRPO setting; drop it for kit sft.")
     else:
@@ -117,6 +136,38 @@ def check_config(cfg: TrainConfig) -> None:
                 f"{cfg.gradient_accumulation_steps} = {batch} completions a step is not a multiple of "
                 f"++num_generations={cfg.num_generations}; make it one (e.g. ++micro_batch_size={cfg.num_generations})."
             )
+
+
+NEMO_RL_ONLY = {
+    "strategy": "fsdp",
+    "tensor_parallel_size": 1,
+    "pipeline_parallel_size": 1,
+    "nemo_rl_dir": "/opt/nemo-rl",
+}
+TRL_ONLY = ("lora_rank", "vllm_server", "lr_scheduler", "dtype")  # NeMo-RL: bf16, its schedule
+
+
+def _check_backend(cfg: TrainConfig) -> None:
+    if cfg.backend == "trl":
+        changed = [k for k, default in NEMO_RL_ONLY.items() if getattr(cfg, k) != default]
+        if changed:
+            raise UserError(f"++{changed[0]} is a NeMo-RL setting; add --backend=nemo_rl or drop it.")
+        return
+    if cfg.backend != "nemo_rl":
+        raise UserError(f"++backend={cfg.backend} is not one of trl, nemo_rl.")
+    if cfg.strategy not in ("fsdp", "megatron"):
+        raise UserError(f"++strategy={cfg.strategy} is not one of fsdp, megatron.")
+    if cfg.pipeline_parallel_size != 1 and cfg.strategy != "megatron":
+        raise UserError(f"++pipeline_parallel_size={cfg.pipeline_parallel_size} needs ++strategy=megatron.")
+    defaults = TrainConfig(algorithm=cfg.algorithm, model="", training_data="", output_dir="")
+    trl_only = [k for k in TRL_ONLY if getattr(cfg, k) != getattr(defaults, k)]
+    trl_only += ["reward"] if cfg.reward != RewardConfig() else []
+    trl_only += ["eval_data"] if cfg.algorithm == "grpo" and cfg.eval_data else []  # NeMo-RL holds out 5% itself
+    if trl_only:
+        raise UserError(
+            f"++{trl_only[0]} is not used by --backend=nemo_rl (its GRPO reward is NeMo-RL's math environment); "
+            "drop it, or use --backend=trl."
+        )
 
 
 TRAINING_LIBRARIES = ("torch", "transformers", "trl", "datasets", "accelerate")

@@ -184,7 +184,9 @@ def run(cfg: TrainConfig) -> None:
     say(
         f"trained to step {trainer.state.global_step} in {time.time() - t0:.2f}s (train loss {result.training_loss:.4f})"
     )
-    print(f"kit train: saved {publish_final(trainer, tokenizer, cfg.output_dir, merge_lora=bool(cfg.lora_rank))}")
+    print(
+        f"kit train: saved {publish_final(trainer, tokenizer, cfg.output_dir, bool(cfg.lora_rank), cfg.average_last)}"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
