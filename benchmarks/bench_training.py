@@ -1,7 +1,7 @@
 """Training throughput (see BENCHMARKS.md, "Training (issue 15)"): `kit sft` / `kit grpo` on the tiny model on CPU,
 side by side with a bare TRL script (benchmarks/bare_trl.py) on the same rows and settings, in the same run.
 
-  python benchmarks/bench_training.py [--rounds 3] [--sft_steps 40,400] [--grpo_steps 20,420] [--only sft|grpo]
+  python benchmarks/bench_training.py [--rounds 5] [--sft_steps 30,230] [--grpo_steps 20,320] [--only sft|grpo]
 
 Each round runs, interleaved, kit and the bare script at a short and a long step count. Steady-state throughput
 is the difference between the two: (tokens or completions of the long run - the short run's) / (train-loop time of
@@ -157,9 +157,9 @@ def bench(algorithm: str, model: str, files: tuple[Path, Path], step_counts: lis
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--sft_steps", default="40,400")
-    parser.add_argument("--grpo_steps", default="20,420")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--sft_steps", default="30,230")
+    parser.add_argument("--grpo_steps", default="20,320")
     parser.add_argument("--only", choices=("sft", "grpo"))
     args = parser.parse_args()
     models = {"sft": os.environ.get("KIT_TEST_TINY_INIT"), "grpo": os.environ.get("KIT_TEST_TINY_MODEL")}

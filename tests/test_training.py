@@ -318,6 +318,7 @@ def test_sft_on_slurm_saves_on_the_signal_and_the_next_job_resumes(kit, configs,
     if finisher == "wt-dep1":
         assert states["wt-dep2"] == "COMPLETED" and "training is done" in logs["wt-dep2"], logs["wt-dep2"]
     # the eval ran after the whole chain, on the trained model
+    assert "wt-eval" in rows, (rows, sacct, ids)
     assert rows["wt-eval"][1] >= max(rows[name][2] for name in ("wt", "wt-dep1", "wt-dep2")), rows
     metrics = json.loads((tmp_path / "eval" / "metrics.json").read_text())["arith"]
     assert next(iter(metrics.values()))["symbolic_correct"] >= 50, metrics
