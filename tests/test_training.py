@@ -127,7 +127,7 @@ def test_multi_node_sft_renders_torchrun_and_asks_slurm_for_the_signal(kit, conf
     assert re.search(
         r"-m torch\.distributed\.run --nnodes=2 --nproc_per_node=8 --node_rank=\"\$\{SLURM_NODEID:-0\}\" "
         r"--master_addr=\"\$\{KIT_SERVER_HEAD:-.*\}\" --master_port=29500 -m pipeline_kit\.training\.trl_train "
-        r"\+\+algorithm=sft \+\+model=/models/base \+\+training_data=/data/sft\.jsonl \+\+output_dir=/ckpt/sft "
+        r"\+\+algorithm=sft \+\+backend=trl \+\+model=/models/base \+\+training_data=/data/sft\.jsonl \+\+output_dir=/ckpt/sft "
         r"\+\+learning_rate=1e-5",
         out,
     ), out
@@ -313,12 +313,13 @@ def test_sft_on_slurm_saves_on_the_signal_and_the_next_job_resumes(kit, configs,
     assert resumed and int(resumed[2]) >= int(saved[1]), logs["wt-dep1"][-3000:]
     final_state = json.loads((out / f"checkpoint-{steps}" / "trainer_state.json").read_text())
     assert final_state["global_step"] == steps and (out / "final" / "config.json").is_file()
-    finisher = "wt-dep1" if states["wt-dep1"] == "COMPLETED" else "wt-dep2"
-    assert states[finisher] == "COMPLETED" and f"trained to step {steps}" in logs[finisher], (states, logs)
+    # the job that reached the step count published final/ (a limit that strikes after that rename is harmless)
+    finisher = "wt-dep1" if f"trained to step {steps}" in logs["wt-dep1"] else "wt-dep2"
+    assert f"trained to step {steps}" in logs[finisher] and f"kit train: saved {out}/final" in logs[finisher], logs
     if finisher == "wt-dep1":
         assert states["wt-dep2"] == "COMPLETED" and "training is done" in logs["wt-dep2"], logs["wt-dep2"]
     # the eval ran after the whole chain, on the trained model
-    assert "wt-eval" in rows, (rows, sacct, ids)
-    assert rows["wt-eval"][1] >= max(rows[name][2] for name in ("wt", "wt-dep1", "wt-dep2")), rows
+    eval_starts = [row[1] for name, row in rows.items() if name.startswith("wt-eval")]
+    assert eval_starts and min(eval_starts) >= max(rows[name][2] for name in ("wt", "wt-dep1", "wt-dep2")), rows
     metrics = json.loads((tmp_path / "eval" / "metrics.json").read_text())["arith"]
     assert next(iter(metrics.values()))["symbolic_correct"] >= 50, metrics
