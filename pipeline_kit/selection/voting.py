@@ -1,0 +1,66 @@
+"""Votes over one problem's candidate answers, where answers the math grader finds equal count as one answer
+(`\\frac{1}{2}`, `0.5` and `1/2` are one vote of three). A candidate without an answer never wins.
+
+- majority: the largest group; a tie goes to the group whose first member came first.
+- weighted: the group with the largest total weight; a weight is a reward model's score (summed as given, so use a
+  scorer whose scores are not negative, e.g. a probability) or exp(mean log-probability) of the solution's tokens.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from pipeline_kit.evaluation.math_grader import Task, grade
+
+SameAnswer = Callable[[str, str], bool]
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One sampled solution's answer; `index` is its sample (seed) number, `weight` its score for a weighted vote."""
+
+    index: int
+    answer: str | None
+    weight: float = 1.0
+
+
+def grader_equal(a: str, b: str) -> bool:
+    """The grader's verdict in both directions (its rules are written for predicted vs expected)."""
+    return a == b or (grade(Task(a, b)).correct and grade(Task(b, a)).correct)
+
+
+def groups(candidates: list[Candidate], same: SameAnswer = grader_equal) -> list[list[Candidate]]:
+    """The answered candidates in groups of equal answers, in order of first appearance; each candidate joins the
+    first group whose first member's answer equals its own."""
+    out: list[list[Candidate]] = []
+    for candidate in candidates:
+        if candidate.answer is None:
+            continue
+        home = next((g for g in out if same(g[0].answer, candidate.answer)), None)
+        if home is None:
+            out.append([candidate])
+        else:
+            home.append(candidate)
+    return out
+
+
+def majority(candidates: list[Candidate], same: SameAnswer = grader_equal) -> Candidate | None:
+    """The first member of the largest group (None when no candidate has an answer)."""
+    found = groups(candidates, same)
+    return max(found, key=len)[0] if found else None  # max keeps the first of equals: the earliest group
+
+
+def weighted(candidates: list[Candidate], same: SameAnswer = grader_equal) -> Candidate | None:
+    """The highest-weighted member of the group with the largest total weight."""
+    found = groups(candidates, same)
+    if not found:
+        return None
+    best = max(found, key=lambda g: sum(c.weight for c in g))
+    return max(best, key=lambda c: c.weight)
+
+
+def logprob_weight(token_logprobs: list[float]) -> float:
+    """exp(mean log-probability): the geometric mean of the tokens' probabilities, in (0, 1]."""
+    return math.exp(sum(token_logprobs) / len(token_logprobs)) if token_logprobs else 0.0
