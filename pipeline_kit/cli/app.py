@@ -12,6 +12,7 @@ from pipeline_kit.cli import (
     prepare_data_cmd,
     prepare_training_data_cmd,
     run_cmd,
+    select_cmd,
     setup_cmd,
     start_sandbox_cmd,
     start_server_cmd,
@@ -38,6 +39,7 @@ summarize_cmd.register(app)
 grade_cmd.register(app)
 prepare_training_data_cmd.register(app)
 train_cmd.register(app)
+select_cmd.register(app)
 
 
 def click_command():
