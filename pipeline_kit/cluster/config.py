@@ -70,6 +70,10 @@ class ClusterConfig:
         """The time limit of a partition: its `timeouts` entry, else `default_timeout`."""
         return self.timeouts.get(partition or "", self.default_timeout)
 
+    def time_limit(self, partition: str | None, time_min: str | None) -> str | None:
+        """A job's Slurm time limit: --time_min, else that of its partition (default: the cluster's `partition`)."""
+        return time_min or self.timeout_for(partition or self.partition)
+
 
 def expand_vars(text: str, where: str, key: str, env: dict[str, str] | None = None) -> str:
     """Expand `${VAR}` from the environment; a variable that is not set is an error naming it."""

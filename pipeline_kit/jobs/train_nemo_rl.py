@@ -19,7 +19,7 @@ def save_by_seconds(cluster: ClusterConfig, spec, options: JobOptions) -> int | 
     """Seconds of training before NeMo-RL saves and stops: the Slurm time limit less --save_before_timeout."""
     from pipeline_kit.slurm_time import slurm_seconds
 
-    limit = options.time_min or cluster.timeout_for(options.partition or cluster.partition)
+    limit = cluster.time_limit(options.partition, options.time_min)
     if cluster.executor != "slurm" or not limit:
         return None
     seconds = slurm_seconds(limit) - spec.save_before_timeout

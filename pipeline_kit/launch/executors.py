@@ -137,7 +137,7 @@ def component_flags(cluster: ClusterConfig, group: CommandGroup) -> dict:
     hw = group.hardware
     partition = hw.partition or cluster.partition
     flags = {"partition": partition} if partition else {}
-    time_limit = hw.time_min or cluster.timeout_for(partition)
+    time_limit = cluster.time_limit(partition, hw.time_min)
     if time_limit:
         flags["time"] = time_limit
     flags["kill-on-invalid-dep"] = "yes"  # an afterok dependent of a failed job is cancelled instead of hanging

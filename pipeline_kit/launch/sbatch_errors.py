@@ -41,7 +41,7 @@ def what_to_fix(cluster: ClusterConfig, job: Job, reason: str) -> str:
         have = _listing(cluster, "sacctmgr -n -P list account format=account")
         return f"account {asked} ('account' in {src}, or --sbatch_kwargs) is not yours here; accounts: {have}"
     if re.search(r"time limit|--time", text):
-        asked = _values(g.hardware.time_min or cluster.timeout_for(g.hardware.partition) for g in job.groups)
+        asked = _values(cluster.time_limit(g.hardware.partition, g.hardware.time_min) for g in job.groups)
         return (
             f"time limit {asked} (--time_min, or 'timeouts'/'default_timeout' in {src}) is over the partition's limit"
         )

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from pipeline_kit.atomic import write_atomic
 from pipeline_kit.errors import UserError
-from pipeline_kit.selection.voting import Candidate, groups, majority, weighted
+from pipeline_kit.selection.voting import Candidate, majority, weighted
 
 METHODS = {"majority": majority, "weighted": weighted}
 
@@ -62,14 +62,13 @@ def select(input_dir: str, method: str, output_file: str, weight_field: str | No
     problems = read_runs(files, weight_field if method == "weighted" else None)
     chosen, correct, unanswered = [], 0, 0
     for pairs in problems.values():
-        candidates = [c for c, _ in pairs]
-        pick = METHODS[method](candidates)
-        record = dict(pairs[0][1] if pick is None else next(r for c, r in pairs if c is pick))
-        votes = 0 if pick is None else len(next(g for g in groups(candidates) if pick in g))
-        record["selection"] = {"method": method, "votes": votes, "candidates": len(candidates)}
+        choice = METHODS[method]([c for c, _ in pairs])
+        record = dict(pairs[0][1] if choice is None else next(r for c, r in pairs if c is choice.candidate))
+        votes = choice.votes if choice else 0
+        record["selection"] = {"method": method, "votes": votes, "candidates": len(pairs)}
         chosen.append(record)
-        correct += bool(record.get("symbolic_correct")) and pick is not None
-        unanswered += pick is None
+        correct += bool(record.get("symbolic_correct")) and choice is not None
+        unanswered += choice is None
     write_atomic(output_file, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in chosen))
     total = len(chosen)
     return (

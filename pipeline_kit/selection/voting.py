@@ -46,19 +46,30 @@ def groups(candidates: list[Candidate], same: SameAnswer = grader_equal) -> list
     return out
 
 
-def majority(candidates: list[Candidate], same: SameAnswer = grader_equal) -> Candidate | None:
+@dataclass(frozen=True)
+class Choice:
+    """The chosen candidate and `votes`: how many candidates gave an answer equal to its answer."""
+
+    candidate: Candidate
+    votes: int
+
+
+def majority(candidates: list[Candidate], same: SameAnswer = grader_equal) -> Choice | None:
     """The first member of the largest group (None when no candidate has an answer)."""
     found = groups(candidates, same)
-    return max(found, key=len)[0] if found else None  # max keeps the first of equals: the earliest group
+    if not found:
+        return None
+    best = max(found, key=len)  # max keeps the first of equals: the earliest group
+    return Choice(best[0], len(best))
 
 
-def weighted(candidates: list[Candidate], same: SameAnswer = grader_equal) -> Candidate | None:
+def weighted(candidates: list[Candidate], same: SameAnswer = grader_equal) -> Choice | None:
     """The highest-weighted member of the group with the largest total weight."""
     found = groups(candidates, same)
     if not found:
         return None
     best = max(found, key=lambda g: sum(c.weight for c in g))
-    return max(best, key=lambda c: c.weight)
+    return Choice(max(best, key=lambda c: c.weight), len(best))
 
 
 def logprob_weight(token_logprobs: list[float]) -> float:

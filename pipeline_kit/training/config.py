@@ -138,18 +138,19 @@ def check_config(cfg: TrainConfig) -> None:
             )
 
 
-NEMO_RL_ONLY = {
-    "strategy": "fsdp",
-    "tensor_parallel_size": 1,
-    "pipeline_parallel_size": 1,
-    "nemo_rl_dir": "/opt/nemo-rl",
-}
+NEMO_RL_ONLY = ("strategy", "tensor_parallel_size", "pipeline_parallel_size", "nemo_rl_dir")
 TRL_ONLY = ("lora_rank", "vllm_server", "lr_scheduler", "dtype")  # NeMo-RL: bf16, its schedule
+
+
+def _changed(cfg: TrainConfig, keys) -> list[str]:
+    """The keys whose values differ from TrainConfig's defaults."""
+    defaults = TrainConfig(algorithm=cfg.algorithm, model="", training_data="", output_dir="")
+    return [k for k in keys if getattr(cfg, k) != getattr(defaults, k)]
 
 
 def _check_backend(cfg: TrainConfig) -> None:
     if cfg.backend == "trl":
-        changed = [k for k, default in NEMO_RL_ONLY.items() if getattr(cfg, k) != default]
+        changed = _changed(cfg, NEMO_RL_ONLY)
         if changed:
             raise UserError(f"++{changed[0]} is a NeMo-RL setting; add --backend=nemo_rl or drop it.")
         return
@@ -159,8 +160,7 @@ def _check_backend(cfg: TrainConfig) -> None:
         raise UserError(f"++strategy={cfg.strategy} is not one of fsdp, megatron.")
     if cfg.pipeline_parallel_size != 1 and cfg.strategy != "megatron":
         raise UserError(f"++pipeline_parallel_size={cfg.pipeline_parallel_size} needs ++strategy=megatron.")
-    defaults = TrainConfig(algorithm=cfg.algorithm, model="", training_data="", output_dir="")
-    trl_only = [k for k in TRL_ONLY if getattr(cfg, k) != getattr(defaults, k)]
+    trl_only = _changed(cfg, TRL_ONLY)
     trl_only += ["reward"] if cfg.reward != RewardConfig() else []
     trl_only += ["eval_data"] if cfg.algorithm == "grpo" and cfg.eval_data else []  # NeMo-RL holds out 5% itself
     if trl_only:
@@ -170,7 +170,7 @@ def _check_backend(cfg: TrainConfig) -> None:
         )
 
 
-TRAINING_LIBRARIES = ("torch", "transformers", "trl", "datasets", "accelerate")
+TRAINING_LIBRARIES = ("torch", "transformers", "trl", "datasets", "accelerate", "hydra")  # hydra: parses ++key=value
 
 
 def check_training_libraries(python: str = sys.executable) -> None:

@@ -11,7 +11,6 @@ from pathlib import PurePosixPath
 
 from pipeline_kit.training.config import TrainConfig
 
-DEFAULT_DIR = "/opt/nemo-rl"  # where NeMo-RL's container keeps its repository
 SCRIPTS = {"sft": "examples/run_sft.py", "grpo": "examples/run_grpo.py"}
 EXAMPLE_CONFIGS = {
     ("sft", "fsdp"): "examples/configs/sft.yaml",

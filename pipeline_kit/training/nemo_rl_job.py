@@ -127,7 +127,6 @@ def run(cfg: TrainConfig, config_text: str) -> int:
         start_ray(num_nodes)  # returns on the head node only
     paths = layout(cfg.output_dir)
     for split, rows in training_rows(cfg).items():
-        Path(paths["data"]).mkdir(parents=True, exist_ok=True)
         write_atomic(f"{paths['data']}/{split}.jsonl", "".join(json.dumps(r) + "\n" for r in rows))
     write_atomic(paths["config"], config_text)
     before = steps(paths["checkpoints"])

@@ -149,7 +149,6 @@ def run(cfg: TrainConfig) -> None:
     if (final / "config.json").is_file():
         say(f"{final} exists: training is done (delete it, or use another --output_dir, to train again)")
         return
-    check_training_libraries()
     check_model_dir(cfg.model)
     records = read_training_records(cfg.training_data, cfg.algorithm)
     rows = conversations(cfg, records)  # every record's prompt is built (and checked) before torch loads
@@ -191,6 +190,7 @@ def run(cfg: TrainConfig) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     try:
+        check_training_libraries()  # before the overrides: parsing them needs hydra
         cfg = parse_train_overrides(list(sys.argv[1:] if argv is None else argv))
         run(cfg)
     except UserError as e:
