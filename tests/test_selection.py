@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -101,3 +102,62 @@ def test_kit_select_bad_input_is_one_line(kit, tmp_path, args, needle):
     res = kit("select", f"--input_dir={tmp_path / 'aime'}", f"--output_file={tmp_path / 'o.jsonl'}", *args)
     assert res.returncode == 2 and needle in res.stderr and res.stderr.count("\n") == 1, res.stderr
     assert not (tmp_path / "o.jsonl").exists()
+
+
+# ---- the selection modes of `kit summarize`, on a constructed folder worked out by hand
+#        rs0                       rs1                          rs2
+#   q1  6   ok  1.5 completed      7  x  0.9 error              7  x 0.1 completed       expected 6
+#   q2  1   x   0.95 limit reached 0.5 ok 0.5 completed         \frac{1}{2} ok 0.4 completed   expected 1/2
+#   q3  2   x   0.1 timeout        3  ok 0.8 completed          2  x 0.3 completed       expected 3
+# majority@3 (exact strings): q1 7, q2 a three-way tie -> 1, q3 2: 0 of 3.
+# majority[equivalent]@3: q2's 0.5 and \frac{1}{2} are one answer (2 votes): 1 of 3.
+# weighted[reward_model_score]@3: q1 6 (1.5) beats 7 (0.9 + 0.1); q2 1 (0.95) beats 1/2 (0.9); q3 3 (0.8) beats
+#   2 (0.1 + 0.3): 2 of 3.
+# sc-tir@3: dropping error / timeout / limit-reached samples leaves q1 6 vs 7 (tie, 6 first), q2 1/2 twice,
+#   q3 3 vs 2 (tie, 3 first): 3 of 3.
+SCORED = [
+    [("q1", "6", True, 1.5, "completed", False), ("q2", "1", False, 0.95, "completed", True),
+     ("q3", "2", False, 0.1, "timeout", False)],
+    [("q1", "7", False, 0.9, "error", False), ("q2", "0.5", True, 0.5, "completed", False),
+     ("q3", "3", True, 0.8, "completed", False)],
+    [("q1", "7", False, 0.1, "completed", False), ("q2", "\\frac{1}{2}", True, 0.4, "completed", False),
+     ("q3", "2", False, 0.3, "completed", False)],
+]  # fmt: skip
+EXPECTED = {"q1": "6", "q2": "\\frac{1}{2}", "q3": "3"}
+
+
+def test_summarize_reports_each_selection_method_as_a_mode(tmp_path):
+    from pipeline_kit.cli.main import main
+
+    bench = tmp_path / "toy"
+    bench.mkdir()
+    for seed, rows in enumerate(SCORED):
+        records = [
+            {"id": pid, "expected_answer": EXPECTED[pid], "generation": f"\\boxed{{{answer}}}", "predicted_answer": answer,
+             "symbolic_correct": ok, "num_generated_tokens": 10, "generation_time": 0.1, "reward_model_score": score,
+             "code_rounds_executed": 1, "code_last_status": status, "code_limit_reached": limit}
+            for pid, answer, ok, score, status, limit in rows
+        ]  # fmt: skip
+        (bench / f"output-rs{seed}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    assert main(["summarize", str(bench)]) == 0
+    metrics = json.loads((bench / "metrics.json").read_text())["toy"]
+    got = {mode: round(metrics[mode]["symbolic_correct"], 2) for mode in metrics if mode.endswith("@3")}
+    assert got == {"majority@3": 0.0, "pass@3": 100.0, "majority[equivalent]@3": 33.33,
+                   "weighted[reward_model_score]@3": 66.67, "sc-tir@3": 100.0}  # fmt: skip
+
+
+def test_weighted_and_sc_tir_modes_need_their_fields_in_every_sample(tmp_path):
+    from pipeline_kit.cli.main import main
+
+    bench = tmp_path / "toy"
+    bench.mkdir()
+    for seed, rows in enumerate(SCORED):  # seed 1 was never scored, and no run used code
+        records = [
+            {"id": pid, "expected_answer": EXPECTED[pid], "predicted_answer": answer, "symbolic_correct": ok,
+             "num_generated_tokens": 10, "generation_time": 0.1, **({"reward_model_score": score} if seed != 1 else {})}
+            for pid, answer, ok, score, _, _ in rows
+        ]  # fmt: skip
+        (bench / f"output-rs{seed}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    assert main(["summarize", str(bench)]) == 0
+    modes = set(json.loads((bench / "metrics.json").read_text())["toy"])
+    assert "majority[equivalent]@3" in modes and not {m for m in modes if m.startswith(("weighted", "sc-tir"))}

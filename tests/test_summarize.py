@@ -171,12 +171,15 @@ def test_golden_summarize(tmp_path: Path):
         *(f"pass@1[avg-of-{k}]" for k in ks4),
         *(f"majority@{k}" for k in ks4),
         *(f"pass@{k}" for k in ks4),
+        "majority[equivalent]@4",
     ]
     assert set(metrics["geometry"]) == {
         *(f"pass@1[avg-of-{k}]" for k in ks3),
         *(f"majority@{k}" for k in ks3),
         *(f"pass@{k}" for k in ks3),
+        "majority[equivalent]@3",  # letters: the same as majority@3
     }
+    assert metrics["geometry"]["majority[equivalent]@3"] == metrics["geometry"]["majority@3"]
     for key, want in ALGEBRA.items():
         check(metrics["algebra"][key], want)
     for key, want in GEOMETRY.items():
@@ -189,6 +192,8 @@ def test_golden_summarize(tmp_path: Path):
     assert "greedy 5 70 0.70 60.00% 20.00%" in lines
     assert "pass@1[avg-of-4] 5 270 2.70 40.00% ± 16.33 20.00%" in lines  # sqrt(800/3) = 16.33
     assert "majority@4 5 270 2.70 40.00% 0.00%" in lines
+    # p5: 1/2 and 0.5 are one answer (2 votes, first seen) against 1/3 (2 votes): correct; p2 stays a 4-vs-5 tie
+    assert "majority[equivalent]@4 5 270 2.70 60.00% 0.00%" in lines
     assert "pass@4 5 270 2.70 80.00% 0.00%" in lines
     geo_header = "evaluation_mode num_entries avg_tokens gen_seconds symbolic_correct judge_correct both_correct"
     assert geo_header + " any_correct no_answer" in lines

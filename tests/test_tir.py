@@ -39,6 +39,7 @@ def test_code_rounds_run_in_one_session_and_their_output_is_spliced_in(kit, none
         assert f"```output\n{i}\n```\n" in r["generation"] and f"```output\n{2 * i}\n```\n" in r["generation"]
         assert r["generation"].endswith(f"\\boxed{{{2 * i}}}.")
         assert (r["code_rounds_executed"], r["num_code_timeouts"]) == (2, 0) and r["code_execution_time"] > 0
+        assert (r["code_last_status"], r["code_limit_reached"]) == ("completed", False)  # SC-TIR keeps it
     sent = server.requests()
     assert len(sent) == 3 * 6  # three requests per sample: code, code, answer
     assert all("```\n" in r["body"]["stop"] for r in sent)
@@ -68,6 +69,7 @@ def test_max_code_executions_timeouts_and_the_budget_note(kit, none_cluster, stu
     assert res.returncode == 0, res.stdout + res.stderr
     for r in rows(out / "output.jsonl"):
         assert (r["code_rounds_executed"], r["num_code_timeouts"]) == (2, 1)
+        assert (r["code_last_status"], r["code_limit_reached"]) == ("timeout", True)  # SC-TIR drops it
         assert "```output\nround 0\n```\nYou have 1 code execution left.\n" in r["generation"]
         assert "Execution timed out after 1 s\n```\nYou have 0 code executions left.\n" in r["generation"]
     last_requests = [r["body"] for r in server.requests()][-2:]

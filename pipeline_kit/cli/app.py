@@ -11,6 +11,7 @@ from pipeline_kit.cli import (
     grade_cmd,
     prepare_data_cmd,
     prepare_training_data_cmd,
+    recipe_cmd,
     run_cmd,
     select_cmd,
     setup_cmd,
@@ -40,6 +41,7 @@ grade_cmd.register(app)
 prepare_training_data_cmd.register(app)
 train_cmd.register(app)
 select_cmd.register(app)
+recipe_cmd.register(app)
 
 
 def click_command():

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 _CLI_DIR = Path(__file__).resolve().parent
+_SOURCE_DIRS = (_CLI_DIR, _CLI_DIR.parent / "recipes")
 
 
 def kit_home() -> Path:
@@ -19,8 +20,10 @@ def kit_home() -> Path:
 
 def _path(argv: list[str]) -> Path:
     h = hashlib.sha1("\0".join(argv).encode())
-    for entry in sorted(os.scandir(_CLI_DIR), key=lambda e: e.name):
-        if entry.name.endswith(".py"):
+    for folder in _SOURCE_DIRS:  # the CLI's modules and the recipes' (their flags are in the help)
+        for entry in sorted(os.scandir(folder), key=lambda e: e.name):
+            if not entry.name.endswith(".py"):
+                continue
             st = entry.stat()
             h.update(f"{entry.name}:{st.st_size}:{st.st_mtime_ns}".encode())
     return kit_home() / "cache" / "help" / f"{h.hexdigest()}.txt"

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass
@@ -37,6 +37,7 @@ class Run:
     answers: list[Hashable | None]  # predicted answer per problem (None: extraction failed)
     tokens: float  # sum of num_generated_tokens over the file
     seconds: float  # sum of generation_time over the file
+    extras: dict[str, list] = field(default_factory=dict)  # per-problem values selection modes use (reward scores)
 
     @property
     def num_problems(self) -> int:

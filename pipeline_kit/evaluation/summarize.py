@@ -19,6 +19,7 @@ from pipeline_kit.atomic import write_atomic
 from pipeline_kit.errors import UserError
 from pipeline_kit.evaluation.judge import verdicts_for
 from pipeline_kit.evaluation.metrics import Run, greedy_metrics, sampled_metrics
+from pipeline_kit.evaluation.selection_modes import EXTRA_FIELDS, selection_metrics
 
 OUTPUT_NAME = re.compile(r"output(?:-rs(\d+))?\.jsonl")
 JUDGE_COLUMNS = ["judge_correct", "both_correct", "any_correct"]
@@ -104,6 +105,7 @@ def _read(path: Path) -> ReadFile | None:
     tokens = seconds = 0.0
     has_judge: bool | None = None
     audit: dict[str, list] = {key: [] for key in AUDIT_CLASSES}
+    extras: dict[str, list] = {}  # EXTRA_FIELDS present in the file: one value per record (None where missing)
     loads = json.loads
     verdicts = verdicts_for(path)  # eval's judge stage writes its verdicts beside the file
     with open(path, encoding="utf-8") as f:
@@ -157,6 +159,9 @@ def _read(path: Path) -> ReadFile | None:
             elif judged != has_judge:
                 state = "has" if judged else "lacks"
                 raise UserError(f"{where} {state} judge_correct unlike the file's first record; re-run the judge.")
+            for name in EXTRA_FIELDS:
+                if name in rec or name in extras:
+                    extras.setdefault(name, [None] * len(ids)).append(rec.get(name))
             ids.append(pid)
             answers.append(answer)
             symbolic.append(correct)
@@ -178,7 +183,7 @@ def _read(path: Path) -> ReadFile | None:
         columns["judge_correct"] = judge
         columns["both_correct"] = [s and j for s, j in zip(symbolic, judge, strict=True)]
         columns["any_correct"] = [s or j for s, j in zip(symbolic, judge, strict=True)]
-    run = Run(name=path.name, correct=columns, answers=answers, tokens=tokens, seconds=seconds)
+    run = Run(name=path.name, correct=columns, answers=answers, tokens=tokens, seconds=seconds, extras=extras)
     return ReadFile(path, ids, run, bool(has_judge), audit)
 
 
@@ -247,7 +252,8 @@ def _reorder(run: Run, order: list[int]) -> Run:
         return out
 
     correct = {col: place(values) for col, values in run.correct.items()}
-    return Run(run.name, correct, place(run.answers), run.tokens, run.seconds)
+    extras = {name: place(values) for name, values in run.extras.items()}
+    return Run(run.name, correct, place(run.answers), run.tokens, run.seconds, extras)
 
 
 # ---------------------------------------------------------------------------------------------------- metrics, output
@@ -269,7 +275,11 @@ def compute(bench: Benchmark, files: list[ReadFile]) -> tuple[dict, list[str]]:
         metrics["greedy"] = greedy_metrics(greedy.run, columns)
     sampled = files[1:] if greedy else files
     if sampled:
-        metrics.update(sampled_metrics(_matched(sampled), columns))
+        runs = _matched(sampled)
+        metrics.update(sampled_metrics(runs, columns))
+        if len(runs) > 1:  # the selection modes, at k = n, beside majority@n
+            common = {k: metrics[f"majority@{len(runs)}"][k] for k in ("num_entries", "avg_tokens", "gen_seconds")}
+            metrics.update(selection_metrics(runs, columns, common))
     return metrics, columns
 
 
@@ -278,7 +288,9 @@ def _table_rows(metrics: dict, n: int) -> list[tuple[str, dict]]:
     if n == 1:
         rows.append(("pass@1", metrics["pass@1"]))
     elif n > 1:
-        rows += [(key, metrics[key]) for key in (f"pass@1[avg-of-{n}]", f"majority@{n}", f"pass@{n}")]
+        rows += [(key, metrics[key]) for key in (f"pass@1[avg-of-{n}]", f"majority@{n}")]
+        rows += [(key, values) for key, values in metrics.items() if "[" in key and key.endswith(f"]@{n}")]
+        rows += [(key, metrics[key]) for key in (f"sc-tir@{n}", f"pass@{n}") if key in metrics]
     return rows
 
 

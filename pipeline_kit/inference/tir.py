@@ -110,6 +110,7 @@ async def generate_with_code(
     session = uuid.uuid4().hex
     start = time.monotonic()
     text, tokens, rounds, timeouts, exec_time, error = "", 0, 0, 0, 0.0, None
+    last_status = None  # the last code round's status: completed | error | timeout (SC-TIR drops the last two)
     session_used = False
     try:
         while True:
@@ -138,6 +139,7 @@ async def generate_with_code(
                 break
             rounds += 1
             timeouts += result["status"] == "timeout"
+            last_status = result["status"]
             exec_time += result.get("wall_seconds", 0.0)
             text += tags.code_end + tags.output_block(format_result(result, settings.timeout))
             if settings.budget_note:
@@ -153,6 +155,8 @@ async def generate_with_code(
         "code_rounds_executed": rounds,
         "num_code_timeouts": timeouts,
         "code_execution_time": round(exec_time, 4),
+        "code_last_status": last_status,
+        "code_limit_reached": rounds >= settings.max_code_executions,
     }
     return Completion(text, tokens, time.monotonic() - start, error=error, extra=extra)
 

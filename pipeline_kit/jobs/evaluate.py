@@ -14,7 +14,7 @@ from pipeline_kit.errors import UserError
 from pipeline_kit.evaluation.judge import judge_folder
 from pipeline_kit.jobs.generate import GenerateSpec, UnitPlan, generation_groups, plan_generation, split_units
 from pipeline_kit.jobs.options import JobOptions, JobPlan, chain
-from pipeline_kit.pipeline.model import Command, CommandGroup, Endpoint, Job
+from pipeline_kit.pipeline.model import AUTO_PORT, Command, CommandGroup, Endpoint, Job
 from pipeline_kit.sandbox.component import SandboxSpec
 from pipeline_kit.servers.base import ServerSpec
 
@@ -79,7 +79,7 @@ class EvalSpec:
     rerun_done: bool = False
     container: str | None = None
     server_container: str | None = None
-    server_port: int | str = 0
+    server_port: int | str = AUTO_PORT
     sandbox: SandboxSpec | None = None
     overrides: tuple[str, ...] = ()
     judge: ServerSpec | None = None  # an LLM judge: a dependent stage with its own server writes judge_correct

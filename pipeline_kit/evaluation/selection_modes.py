@@ -1,0 +1,63 @@
+"""Solution selection as extra evaluation modes of `kit summarize`, over all n sampled runs of a benchmark (only for
+k = n: each needs the math grader to compare answers, which is slower than majority@k's exact vote).
+
+- `majority[equivalent]@n`: majority vote where answers the grader finds equal count as one (pipeline_kit.selection).
+- `weighted[reward_model_score]@n`: the vote weighted by each sample's reward-model score; only when every sample
+  has one (`kit generate ++generation_type=reward` writes it).
+- `sc-tir@n`: self-consistency over TIR samples: a sample whose last code round ended in an error or a timeout, or
+  that used up its code executions, is dropped, then the majority over equivalent answers of the rest. Only for
+  runs made with code execution (their samples have `code_last_status`).
+
+A problem counts as correct when the chosen sample is correct; as no_answer when no (kept) sample has an answer."""
+
+from __future__ import annotations
+
+import functools
+
+from pipeline_kit.evaluation.metrics import Run
+from pipeline_kit.selection.voting import Candidate, Choice, grader_equal, majority, weighted
+
+REWARD = "reward_model_score"
+TIR_FIELDS = ("code_last_status", "code_limit_reached")
+EXTRA_FIELDS = (REWARD, *TIR_FIELDS)  # what summarize keeps of each sample besides its answer and correctness
+
+
+def _kept_by_sc_tir(run: Run, i: int) -> bool:
+    return run.extras["code_last_status"][i] not in ("error", "timeout") and not run.extras["code_limit_reached"][i]
+
+
+def _has(runs: list[Run], name: str) -> bool:
+    return all(name in r.extras and all(v is not None for v in r.extras[name]) for r in runs)
+
+
+def selection_metrics(runs: list[Run], columns: list[str], common: dict[str, float]) -> dict[str, dict[str, float]]:
+    """The modes above that apply to these runs (the same problems in the same order), keyed like metrics.json."""
+    n, m = len(runs), runs[0].num_problems
+    same = functools.lru_cache(maxsize=1 << 16)(grader_equal)  # one benchmark's answers repeat a lot
+    modes: dict[str, tuple] = {f"majority[equivalent]@{n}": (majority, None, None)}
+    if _has(runs, REWARD):
+        modes[f"weighted[{REWARD}]@{n}"] = (weighted, REWARD, None)
+    if all(all(f in r.extras for f in TIR_FIELDS) for r in runs):
+        modes[f"sc-tir@{n}"] = (majority, None, _kept_by_sc_tir)
+    out = {}
+    for mode, (vote, weight_field, keep) in modes.items():
+        counts = {col: 0 for col in columns}
+        unanswered = 0
+        for i in range(m):
+            candidates = [
+                Candidate(j, _text(run.answers[i]), float(run.extras[weight_field][i]) if weight_field else 1.0)
+                for j, run in enumerate(runs)
+                if keep is None or keep(run, i)
+            ]
+            choice: Choice | None = vote(candidates, same)
+            if choice is None:
+                unanswered += 1
+                continue
+            for col in columns:
+                counts[col] += runs[choice.candidate.index].correct[col][i]
+        out[mode] = {**common, **{c: 100.0 * counts[c] / m for c in columns}, "no_answer": 100.0 * unanswered / m}
+    return out
+
+
+def _text(answer) -> str | None:
+    return None if answer is None else str(answer)
