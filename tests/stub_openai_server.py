@@ -8,7 +8,8 @@ Answers `\\boxed{<the number in the last message>}`; prompts over C characters g
 With --tir_rounds N it is a scripted tool-using model: until the prompt holds N ```output blocks it writes a
 ```python block (TEMPLATE with {numbers} = the problem's numbers joined by +, {round}), honouring `stop` like
 vLLM; then it answers \\boxed{<the last output>}. Only the sandbox can compute that output. To a judge prompt
-(prompts/judge/math.yaml) it says "Judgement: Yes" when the expected and predicted answers are the same string."""
+(prompts/judge/math.yaml) it says "Judgement: Yes" when the expected and predicted answers are the same string; to
+a GenSelect prompt (prompts/generic/genselect.yaml) it names the solution with the largest \\boxed number."""
 
 from __future__ import annotations
 
@@ -83,6 +84,8 @@ def main() -> None:
             judged = re.search(r"Expected answer: (.*)\nPredicted answer: (.*)", prompt)
             if judged:  # a judge prompt (prompts/judge/math.yaml): equal strings are a Yes
                 text = f"Compared.\nJudgement: {'Yes' if judged[1].strip() == judged[2].strip() else 'No'}"
+            if "Solution 0:" in prompt:  # a GenSelect prompt (prompts/generic/genselect.yaml)
+                text = genselect_answer(prompt)
             usage = {"prompt_tokens": len(prompt), "completion_tokens": 3, "total_tokens": len(prompt) + 3}
             choice = {"index": 0, "finish_reason": "stop"}
             choice |= {"message": {"role": "assistant", "content": text}} if chat else {"text": text}
@@ -91,6 +94,16 @@ def main() -> None:
                 200,
                 {"id": "x", "object": obj, "created": 0, "model": body["model"], "choices": [choice], "usage": usage},
             )
+
+    def genselect_answer(prompt: str) -> str:
+        """The solution with the largest boxed number ("Judgment: 1" then "Judgment: <it>": the last counts); a
+        problem that says [out of range] gets "Judgment: 99", one that says [garbage] no judgment at all."""
+        if "[garbage]" in prompt:
+            return "All of them look fine to me."
+        if "[out of range]" in prompt:
+            return "Judgment: 99"
+        boxed = [int(n) for n in re.findall(r"\\boxed\{(\d+)\}", prompt)]
+        return f"Judgment: 1\nOn second thought, the largest is best.\nJudgment: {boxed.index(max(boxed))}"
 
     def tir_answer(body: dict, chat: bool) -> str:
         if chat:
