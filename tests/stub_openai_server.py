@@ -2,10 +2,10 @@
 elsewhere). It logs every completion request it receives (one JSON line), so tests count what reached the server.
 
   python stub_openai_server.py PORT REQUEST_LOG [--delay S] [--die_after N] [--never_ready] [--context_limit C]
-                               [--tir_rounds N [--tir_code TEMPLATE]]
+                               [--tir_rounds N [--tir_code TEMPLATE]] [--add_seed]
 
-Answers `\\boxed{<the number in the last message>}`; prompts over C characters get the 400 error vLLM gives.
-With --tir_rounds N it is a scripted tool-using model: until the prompt holds N ```output blocks it writes a
+Answers `\\boxed{<the number in the last message>}` (plus the request's seed with --add_seed); prompts over C
+characters get the 400 error vLLM gives. With --tir_rounds N it is a scripted tool-using model: until the prompt holds N ```output blocks it writes a
 ```python block (TEMPLATE with {numbers} = the problem's numbers joined by +, {round}), honouring `stop` like
 vLLM; then it answers \\boxed{<the last output>}. Only the sandbox can compute that output. To a judge prompt
 (prompts/judge/math.yaml) it says "Judgement: Yes" when the expected and predicted answers are the same string; to
@@ -32,6 +32,7 @@ def main() -> None:
     ap.add_argument("--context_limit", type=int, default=0)
     ap.add_argument("--tir_rounds", type=int, default=0)
     ap.add_argument("--tir_code", default="print({numbers})")
+    ap.add_argument("--add_seed", action="store_true")
     args = ap.parse_args()
     lock = threading.Lock()
     served = [0]
@@ -78,7 +79,8 @@ def main() -> None:
                 return
             time.sleep(args.delay)
             numbers = re.findall(r"\d+", prompt)
-            text = f"\\boxed{{{numbers[-1] if numbers else 0}}}"
+            answer = int(numbers[-1]) if numbers else 0
+            text = f"\\boxed{{{answer + ((body.get('seed') or 0) if args.add_seed else 0)}}}"
             if args.tir_rounds:
                 text = tir_answer(body, chat)
             judged = re.search(r"Expected answer: (.*)\nPredicted answer: (.*)", prompt)
