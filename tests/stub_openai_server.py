@@ -105,7 +105,8 @@ def main() -> None:
         if "[out of range]" in prompt:
             return "Judgment: 99"
         boxed = [int(n) for n in re.findall(r"\\boxed\{(\d+)\}", prompt)]
-        return f"Judgment: 1\nOn second thought, the largest is best.\nJudgment: {boxed.index(max(boxed))}"
+        best = boxed.index(max(boxed)) if boxed else 0
+        return f"Judgment: 1\nOn second thought, the largest is best.\nJudgment: {best}"
 
     def tir_answer(body: dict, chat: bool) -> str:
         if chat:
