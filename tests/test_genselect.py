@@ -185,6 +185,21 @@ def test_bad_genselect_input_is_one_line(kit, none_cluster, stub, tmp_path, setu
     assert server.requests() == [] and not (tmp_path / "out" / "output.jsonl").exists()
 
 
+@pytest.mark.parametrize(
+    ("flags", "needle"),
+    [
+        (["++generation_type=genselect"], "++generation_type=genselect needs ++input_dir (the folder of output-rs"),
+        (["++generation_type=pick"], "++generation_type=pick is not one of generate, genselect."),
+        (["--genselect"], "--genselect picks among sampled solutions; add --num_random_seeds=N"),
+    ],
+)
+def test_generation_type_and_genselect_flags_are_checked_at_submission(kit, none_cluster, tmp_path, flags, needle):
+    endpoint = ["--server_type=openai", "--server_address=http://127.0.0.1:9/v1", "--model=stub"]
+    io = [f"--input_file={problems(tmp_path, 2)}", f"--output_dir={tmp_path / 'out'}"]
+    res = kit("generate", *none_cluster, *endpoint, *io, *flags)
+    assert res.returncode == 2 and needle in res.stderr and res.stderr.count("\n") == 1, res.stderr
+
+
 def test_kit_select_genselect_says_how_to_run_it(kit, tmp_path):
     write_runs(tmp_path / "runs")
     res = kit("select", f"--input_dir={tmp_path / 'runs'}", "--method=genselect", f"--output_file={tmp_path / 'o'}")

@@ -86,12 +86,13 @@ def plan_generation(cluster: ClusterConfig, spec: GenerateSpec, input_final: boo
     own = [f"++{flag.lstrip('-+')}={override_value(input_path)}", f"++output_dir={override_value(output_dir)}"]
     own += [f"++num_chunks={spec.num_chunks}"] if spec.num_chunks is not None else []
     own += [f"++server.server_type={override_value(spec.server.server_type)}"]
-    if spec.input_dir is not None:
-        _script_config(spec, own)  # GenSelect's settings are checked whole (++generation_type with ++input_dir)
-        if input_final and cluster.executor == "none":
-            from pipeline_kit.selection.genselect_runs import run_files
+    typed = any(a.lstrip("+").startswith("generation_type=") for a in spec.overrides)
+    if spec.input_dir is not None or typed:
+        _script_config(spec, own)  # checked whole: ++generation_type goes with its input (++input_dir for GenSelect)
+    if spec.input_dir is not None and input_final and cluster.executor == "none":
+        from pipeline_kit.selection.genselect_runs import run_files
 
-            run_files(input_path)  # no runs there: say so now rather than in the job
+        run_files(input_path)  # no runs there: say so now rather than in the job
     todo = units
     if not spec.rerun_done and input_final and _outputs_visible(cluster):
         done = [u for u in units if u.is_done(output_dir)]
