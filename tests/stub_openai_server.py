@@ -2,13 +2,14 @@
 elsewhere). It logs every completion request it receives (one JSON line), so tests count what reached the server.
 
   python stub_openai_server.py PORT REQUEST_LOG [--delay S] [--die_after N] [--never_ready] [--context_limit C]
-                               [--tir_rounds N [--tir_code TEMPLATE]]
+                               [--tir_rounds N [--tir_code TEMPLATE]] [--add_seed]
 
-Answers `\\boxed{<the number in the last message>}`; prompts over C characters get the 400 error vLLM gives.
-With --tir_rounds N it is a scripted tool-using model: until the prompt holds N ```output blocks it writes a
+Answers `\\boxed{<the number in the last message>}` (plus the request's seed with --add_seed); prompts over C
+characters get the 400 error vLLM gives. With --tir_rounds N it is a scripted tool-using model: until the prompt holds N ```output blocks it writes a
 ```python block (TEMPLATE with {numbers} = the problem's numbers joined by +, {round}), honouring `stop` like
 vLLM; then it answers \\boxed{<the last output>}. Only the sandbox can compute that output. To a judge prompt
-(prompts/judge/math.yaml) it says "Judgement: Yes" when the expected and predicted answers are the same string."""
+(prompts/judge/math.yaml) it says "Judgement: Yes" when the expected and predicted answers are the same string; to
+a GenSelect prompt (prompts/generic/genselect.yaml) it names the solution with the largest \\boxed number."""
 
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ def main() -> None:
     ap.add_argument("--context_limit", type=int, default=0)
     ap.add_argument("--tir_rounds", type=int, default=0)
     ap.add_argument("--tir_code", default="print({numbers})")
+    ap.add_argument("--add_seed", action="store_true")
     args = ap.parse_args()
     lock = threading.Lock()
     served = [0]
@@ -77,12 +79,15 @@ def main() -> None:
                 return
             time.sleep(args.delay)
             numbers = re.findall(r"\d+", prompt)
-            text = f"\\boxed{{{numbers[-1] if numbers else 0}}}"
+            answer = int(numbers[-1]) if numbers else 0
+            text = f"\\boxed{{{answer + ((body.get('seed') or 0) if args.add_seed else 0)}}}"
             if args.tir_rounds:
                 text = tir_answer(body, chat)
             judged = re.search(r"Expected answer: (.*)\nPredicted answer: (.*)", prompt)
             if judged:  # a judge prompt (prompts/judge/math.yaml): equal strings are a Yes
                 text = f"Compared.\nJudgement: {'Yes' if judged[1].strip() == judged[2].strip() else 'No'}"
+            if "Solution 0:" in prompt:  # a GenSelect prompt (prompts/generic/genselect.yaml)
+                text = genselect_answer(prompt)
             usage = {"prompt_tokens": len(prompt), "completion_tokens": 3, "total_tokens": len(prompt) + 3}
             choice = {"index": 0, "finish_reason": "stop"}
             choice |= {"message": {"role": "assistant", "content": text}} if chat else {"text": text}
@@ -91,6 +96,17 @@ def main() -> None:
                 200,
                 {"id": "x", "object": obj, "created": 0, "model": body["model"], "choices": [choice], "usage": usage},
             )
+
+    def genselect_answer(prompt: str) -> str:
+        """The solution with the largest boxed number ("Judgment: 1" then "Judgment: <it>": the last counts); a
+        problem that says [out of range] gets "Judgment: 99", one that says [garbage] no judgment at all."""
+        if "[garbage]" in prompt:
+            return "All of them look fine to me."
+        if "[out of range]" in prompt:
+            return "Judgment: 99"
+        boxed = [int(n) for n in re.findall(r"\\boxed\{(\d+)\}", prompt)]
+        best = boxed.index(max(boxed)) if boxed else 0
+        return f"Judgment: 1\nOn second thought, the largest is best.\nJudgment: {best}"
 
     def tir_answer(body: dict, chat: bool) -> str:
         if chat:

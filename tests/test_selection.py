@@ -94,7 +94,7 @@ def test_kit_select_picks_the_hand_computed_records(kit, tmp_path, method, picks
     [
         (["--method=weighted"], "--method=weighted needs --weight_field"),
         (["--method=weighted", "--weight_field=score"], "output-rs0.jsonl:1: no number in 'score'"),
-        (["--method=genselect"], "--method=genselect is not one of majority, weighted (GenSelect is not built yet)"),
+        (["--method=vote"], "--method=vote is not one of majority, weighted, genselect."),
     ],
 )
 def test_kit_select_bad_input_is_one_line(kit, tmp_path, args, needle):

@@ -45,6 +45,10 @@ def register(app: typer.Typer) -> None:
         container: Annotated[
             str | None, typer.Option("--container", help="Container key for the client (default: 'kit' if defined).")
         ] = None,
+        genselect: Annotated[
+            bool,
+            typer.Option("--genselect", help="Then GenSelect over the seeds' solutions into <output_dir>/genselect/."),
+        ] = False,
     ) -> int:
         from pipeline_kit.inference.units import parse_id_list
         from pipeline_kit.jobs import GenerateSpec, generate_jobs, plan_generation
@@ -75,6 +79,7 @@ def register(app: typer.Typer) -> None:
             server_port=server.port(),
             sandbox=sandbox.job_spec(),
             overrides=flags.extra_args,
+            genselect=genselect,
         )
         cluster = cluster_from(flags.cluster, flags.config_dir)
         options = flags.options("generate")

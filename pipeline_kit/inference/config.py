@@ -35,8 +35,19 @@ class InferenceConfig:
 
 
 @dataclass
+class GenSelectConfig:
+    """GenSelect (++generation_type=genselect): the model compares up to `window` candidate solutions per request
+    and names the best; windows' winners meet again until one is left. Candidates are shuffled by the unit's seed."""
+
+    window: int = 8  # candidates per request (at least 2)
+    prompt_config: str = "generic/genselect"  # its user template gets {solutions}, {num_solutions}, {max_index}
+
+
+@dataclass
 class GenerateConfig:
-    input_file: str = MISSING
+    generation_type: str = "generate"  # generate | reward | genselect
+    input_file: str | None = None  # the problems (required unless generation_type=genselect)
+    input_dir: str | None = None  # genselect: the folder of sampled runs (output-rs*.jsonl) to pick from
     output_file: str | None = None  # one unit's output ...
     output_dir: str | None = None  # ... or a plan's folder: output[-rs{seed}][_chunk_{k}].jsonl for every unit
     units: list[str] | None = None  # with output_dir: greedy, rs3, chunk_2, rs3_chunk_2 ... [default: every chunk]
@@ -62,6 +73,29 @@ class GenerateConfig:
     code_budget_note: bool = False  # tell the model after each round how many rounds it has left
     sandbox_address: str | None = None  # http://host:port of `kit start_sandbox`; --with_sandbox sets it
     sandbox_ready_timeout: float = 120.0  # seconds to wait for the sandbox's /health (it starts in about 1 s)
+    genselect: GenSelectConfig = field(default_factory=GenSelectConfig)
+
+    def check_inputs(self) -> None:
+        """The input each generation type reads: ++input_file (a generation), ++input_dir (GenSelect's runs)."""
+        if self.generation_type not in GENERATION_TYPES:
+            raise UserError(
+                f"generation: ++generation_type={self.generation_type} is not one of {', '.join(GENERATION_TYPES)}."
+                f"{did_you_mean(self.generation_type, list(GENERATION_TYPES))}"
+            )
+        genselect = self.generation_type == "genselect"
+        if genselect and self.input_dir is None:
+            raise UserError(
+                "generation: ++generation_type=genselect needs ++input_dir (the folder of output-rs*.jsonl)."
+            )
+        if not genselect and self.input_dir is not None:
+            raise UserError("generation: ++input_dir is GenSelect's input; add ++generation_type=genselect or drop it.")
+        if not genselect and self.input_file is None:
+            raise UserError("generation: ++input_file is required; pass it (e.g. ++input_file=...).")
+        if genselect and self.genselect.window < 2:
+            raise UserError(f"++genselect.window={self.genselect.window}: a window compares at least 2 solutions.")
+
+
+GENERATION_TYPES = ("generate", "genselect")  # what the generation script does with its input
 
 
 def override_value(value: str) -> str:
@@ -101,13 +135,34 @@ def parse_overrides(args: list[str], what: str = "generation", complete: bool = 
     if not complete:
         return None
     try:
-        return OmegaConf.to_object(cfg)
+        parsed = OmegaConf.to_object(cfg)
     except OmegaConfBaseException as e:
         key = getattr(e, "full_key", "") or "?"
         raise UserError(f"{what}: ++{key} is required; pass it (e.g. ++{key}=...).") from None
+    if isinstance(parsed, GenerateConfig):
+        parsed.check_inputs()
+    return parsed
 
 
 _SIMPLE = re.compile(r"^[A-Za-z0-9_./:@+-]*$")  # a value that needs no quoting in hydra's grammar
+
+
+def take_override(args: tuple[str, ...] | list[str], key: str) -> tuple[str | None, tuple[str, ...]]:
+    """The value of the last `++key=value` in `args` (as the script would read it) and the other arguments."""
+    ours = [a for a in args if a.removeprefix("++").removeprefix("+").partition("=")[0] == key]
+    rest = tuple(a for a in args if a not in ours)
+    if not ours:
+        return None, rest
+    raw = ours[-1].partition("=")[2]
+    if _SIMPLE.match(raw):
+        return raw, rest
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.errors import OverrideParseException
+
+    try:
+        return str(OverridesParser.create().parse_override(ours[-1].removeprefix("++").removeprefix("+")).value()), rest
+    except OverrideParseException as e:
+        raise UserError(f"cannot parse {ours[-1]} ({str(e).splitlines()[0]}); write ++{key}=value.") from None
 
 
 def check_overrides(args: list[str] | tuple[str, ...], what: str = "generation", schema: type = GenerateConfig) -> None:

@@ -28,18 +28,32 @@ def file_digest(path: str | Path, what: str = "") -> str:
     return h.hexdigest()[:16]
 
 
+def input_digest(cfg: GenerateConfig) -> str:
+    """The content hash of what a unit reads: ++input_file, or for GenSelect the runs in ++input_dir."""
+    if cfg.generation_type == "genselect":
+        from pipeline_kit.selection.genselect_runs import runs_digest
+
+        return runs_digest(cfg.input_dir)
+    return file_digest(cfg.input_file, "++input_file=")
+
+
 def key_fields(cfg: GenerateConfig, input_digest: str) -> dict[str, object]:
-    """The key of one unit's output (`cfg` as the generation script runs it), as flat `name: value` fields."""
+    """The key of one unit's output (`cfg` as the generation script runs it), as flat `name: value` fields. A
+    generation type other than `generate` adds itself and its settings (so old keys stay as they were)."""
     from pipeline_kit.inference.prompts import resolve_prompt_path
 
+    genselect = cfg.generation_type == "genselect"
+    prompt = cfg.genselect.prompt_config if genselect else cfg.prompt_config
     fields: dict[str, object] = {
+        **({"generation_type": cfg.generation_type} if cfg.generation_type != "generate" else {}),
         "server.model": cfg.server.model,
         "server.server_type": cfg.server.server_type,
         "server.endpoint": cfg.server.endpoint,
         "server.chat_template": cfg.server.chat_template,
-        "prompt_config": cfg.prompt_config,
-        "prompt_config content": file_digest(resolve_prompt_path(cfg.prompt_config)),
-        "input_file content": input_digest,
+        f"{'genselect.' if genselect else ''}prompt_config": prompt,
+        f"{'genselect.' if genselect else ''}prompt_config content": file_digest(resolve_prompt_path(prompt)),
+        f"{'input_dir' if genselect else 'input_file'} content": input_digest,
+        **({"genselect.window": cfg.genselect.window} if genselect else {}),
         "chunk_id": cfg.chunk_id,
         "num_chunks": cfg.num_chunks,
         **{f"inference.{k}": v for k, v in asdict(cfg.inference).items()},

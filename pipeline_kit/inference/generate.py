@@ -5,7 +5,6 @@ Skips finished work (.done), resumes from the in-progress file, writes the final
 from __future__ import annotations
 
 import asyncio
-import functools
 import os
 import subprocess
 import sys
@@ -30,12 +29,46 @@ def api_key(cfg: GenerateConfig) -> str | None:
     return os.environ.get(name) if name else None
 
 
-async def generate_unit(
-    cfg: GenerateConfig, rows: list[tuple[int, dict]], all_messages, key: str | None, done_key: dict[str, object]
-) -> None:
+class GenerateTask:
+    """A generation: one completion per input record, the record's fields plus the completion's."""
+
+    def __init__(self, cfg: GenerateConfig):
+        check_code_settings(cfg)
+        prompt = load_prompt_config(cfg.prompt_config)
+        self.rows = unit_files.read_input(cfg.input_file, cfg.chunk_id, cfg.num_chunks)
+        self.messages = [prompt.messages(record, line_no) for line_no, record in self.rows]  # fail before requests
+
+    async def sample(self, i: int, model) -> dict:
+        result = await model.generate(self.messages[i])
+        sample = {
+            **self.rows[i][1],
+            "generation": result.text,
+            "num_generated_tokens": result.num_generated_tokens,
+            "generation_time": round(result.generation_time, 4),
+            **result.extra,
+        }
+        if result.error:
+            sample["error"] = result.error
+        return sample
+
+
+class Limited:
+    """A model whose requests wait for a slot of `semaphore` (++max_concurrent_requests in flight at most)."""
+
+    def __init__(self, model, semaphore: asyncio.Semaphore):
+        self.model, self.semaphore = model, semaphore
+
+    async def generate(self, messages: list[dict]):
+        async with self.semaphore:
+            return await self.model.generate(messages)
+
+
+async def generate_unit(cfg: GenerateConfig, task, key: str | None, done_key: dict[str, object]) -> None:
+    """Every sample of `task` (its `rows`, and `sample(i, model)` for position i) not yet in the in-progress file."""
     from pipeline_kit.inference.client import GenerationClient
     from pipeline_kit.inference.progress import Progress
 
+    rows = task.rows
     progress_file = unit_files.InProgress(cfg.output_file)
     todo = [i for i in range(len(rows)) if i not in progress_file.samples]
     say(f"{cfg.output_file}: {len(rows)} samples, {len(rows) - len(todo)} already done, {len(todo)} to request")
@@ -45,22 +78,11 @@ async def generate_unit(
             say(f"server {cfg.server.base_url} ready after {waited:.1f} s")
             client = GenerationClient(cfg, key)
             code_runner = await CodeRunner.start(cfg, client, say) if cfg.code_execution else None
-            semaphore = asyncio.Semaphore(cfg.max_concurrent_requests)
+            model = Limited(code_runner or client, asyncio.Semaphore(cfg.max_concurrent_requests))
             progress = Progress(len(rows), len(rows) - len(todo), cfg.progress_every)
 
             async def one(i: int) -> None:
-                async with semaphore:
-                    result = await (code_runner or client).generate(all_messages[i])
-                sample = {
-                    **rows[i][1],
-                    "generation": result.text,
-                    "num_generated_tokens": result.num_generated_tokens,
-                    "generation_time": round(result.generation_time, 4),
-                    **result.extra,
-                }
-                if result.error:
-                    sample["error"] = result.error
-                progress_file.add(i, sample)
+                progress_file.add(i, await task.sample(i, model))
                 progress.advance()
 
             tasks = [asyncio.ensure_future(one(i)) for i in todo]
@@ -85,7 +107,7 @@ def run(cfg: GenerateConfig) -> None:
 
     out = Path(cfg.output_file)
     merged = unit_files.merged_file(out, cfg.chunk_id) if cfg.num_chunks is not None else None
-    key = done_key.key_fields(cfg, _input_digest(cfg.input_file))
+    key = done_key.key_fields(cfg, _input_digest(cfg))
     rerun_hint = "++rerun_done=true (kit generate --rerun_done)"
     if cfg.rerun_done:
         # a rerun chunk of a merged file: the other chunks are cut back out of it, and all are merged again
@@ -103,11 +125,7 @@ def run(cfg: GenerateConfig) -> None:
         done_key.check_done(out, key, rerun_hint)
         say(f"{out} is done; skipping (pass ++rerun_done=true to redo it)")
     else:
-        check_code_settings(cfg)
-        prompt = load_prompt_config(cfg.prompt_config)
-        rows = unit_files.read_input(cfg.input_file, cfg.chunk_id, cfg.num_chunks)
-        all_messages = [prompt.messages(record, line_no) for line_no, record in rows]  # fail before any request
-        asyncio.run(generate_unit(cfg, rows, all_messages, api_key(cfg), key))
+        asyncio.run(generate_unit(cfg, TASKS[cfg.generation_type](cfg), api_key(cfg), key))
         say(f"wrote {out}")
     final = out
     if merged is not None:
@@ -125,12 +143,26 @@ def run(cfg: GenerateConfig) -> None:
         )
 
 
-@functools.cache
-def _input_digest(path: str) -> str:
-    """The input's content hash, once per process (every unit of a plan reads the same file)."""
-    from pipeline_kit.inference.done_key import file_digest
+def _genselect_task(cfg: GenerateConfig):
+    from pipeline_kit.inference.genselect import GenSelectTask
 
-    return file_digest(path, "++input_file=")
+    return GenSelectTask(cfg)
+
+
+TASKS = {"generate": GenerateTask, "genselect": _genselect_task}  # by ++generation_type
+
+
+_DIGESTS: dict[tuple, str] = {}
+
+
+def _input_digest(cfg: GenerateConfig) -> str:
+    """The input's content hash, once per process (every unit of a plan reads the same input)."""
+    from pipeline_kit.inference.done_key import input_digest
+
+    source = (cfg.generation_type, cfg.input_file, cfg.input_dir)
+    if source not in _DIGESTS:
+        _DIGESTS[source] = input_digest(cfg)
+    return _DIGESTS[source]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -49,6 +49,11 @@ def read_input(path: str, chunk_id: int | None, num_chunks: int | None) -> list[
             rows = list(numbered_records(f, path))
     except OSError as e:
         raise UserError(f"++input_file={path}: cannot read it ({e.strerror}).") from None
+    return chunk_of(rows, chunk_id, num_chunks)
+
+
+def chunk_of(rows: list, chunk_id: int | None, num_chunks: int | None) -> list:
+    """This unit's chunk of `rows`: contiguous slices of ceil(n / num_chunks) (all of them without chunks)."""
     if num_chunks is None:
         return rows
     if chunk_id is None or not 0 <= chunk_id < num_chunks:

@@ -66,6 +66,17 @@ def plan_units(seeds: list[int] | None, num_chunks: int | None, chunk_ids: list[
     return [Unit(seed, chunk) for seed in (seeds if seeds is not None else [None]) for chunk in chunks]
 
 
+def split_units(units: list, n: int) -> list[list]:
+    """`units` in `n` consecutive shares whose lengths differ by at most one (the longer ones first)."""
+    size, extra = divmod(len(units), n)
+    out, start = [], 0
+    for i in range(n):
+        end = start + size + (1 if i < extra else 0)
+        out.append(units[start:end])
+        start = end
+    return out
+
+
 def parse_id_list(text: str, flag: str) -> list[int]:
     """'0,3,5-7' → [0, 3, 5, 6, 7]; anything else names the flag and the bad part."""
     out: list[int] = []

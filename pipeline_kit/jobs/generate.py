@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 
 from pipeline_kit.cluster import ClusterConfig
 from pipeline_kit.errors import UserError
-from pipeline_kit.inference.units import Unit, plan_units
+from pipeline_kit.inference.units import Unit, plan_units, split_units
 from pipeline_kit.jobs.options import JobOptions, JobPlan, chain
 from pipeline_kit.pipeline.model import AUTO_PORT, Command, CommandGroup, HardwareConfig, Job
 from pipeline_kit.sandbox.component import SandboxSpec
@@ -21,11 +21,14 @@ class GenerateSpec:
     """What to generate. `seeds`: sampled outputs (output-rs{seed}.jsonl), None for one greedy output.jsonl;
     `num_chunks`/`chunk_ids`: cut the input; `num_jobs`: spread the units over N jobs, one server each (default:
     1 on none/Docker, one per unit on Slurm); `overrides`: `++key=value` for the generation script, checked here.
+    `input_dir` (from `++input_dir=`): GenSelect's runs, read instead of `input_file` (++generation_type=genselect);
+    `genselect`: after the seeds, a GenSelect over them into <output_dir>/genselect/ (a follow-on job).
     Paths are this machine's on executor none, else absolute paths where the job runs."""
 
     server: ServerSpec
     input_file: str
     output_dir: str
+    input_dir: str | None = None
     seeds: list[int] | None = None
     num_chunks: int | None = None
     chunk_ids: list[int] | None = None
@@ -37,10 +40,19 @@ class GenerateSpec:
     server_port: int | str = AUTO_PORT
     sandbox: SandboxSpec | None = None
     overrides: tuple[str, ...] = ()
+    genselect: bool = False
 
     def __post_init__(self) -> None:
-        if not self.input_file or not self.output_dir:
+        from pipeline_kit.inference.config import take_override
+
+        given, self.overrides = take_override(self.overrides, "input_dir")
+        self.input_dir = given if given is not None else self.input_dir
+        if self.input_dir is not None and self.input_file:
+            raise UserError("give --input_file (a generation) or ++input_dir (GenSelect's runs), not both.")
+        if not (self.input_file or self.input_dir) or not self.output_dir:
             raise UserError("--input_file and --output_dir are required (a JSONL file and a folder for the outputs).")
+        if self.genselect and self.seeds is None:
+            raise UserError("--genselect picks among sampled solutions; add --num_random_seeds=N (N of at least 2).")
         if self.num_jobs is not None and self.num_jobs < 1:
             raise UserError(f"--num_jobs must be at least 1, got {self.num_jobs}.")
 
@@ -52,7 +64,7 @@ class UnitPlan:
 
     units: list[Unit]
     todo: list[Unit]
-    input_file: str
+    input_file: str  # GenSelect: the folder of its runs
     output_dir: str
     overrides: tuple[str, ...] = ()
 
@@ -61,35 +73,50 @@ class UnitPlan:
         return len(self.units) - len(self.todo)
 
 
-def plan_generation(cluster: ClusterConfig, spec: GenerateSpec) -> UnitPlan:
+def plan_generation(cluster: ClusterConfig, spec: GenerateSpec, input_final: bool = True) -> UnitPlan:
+    """`input_final=False`: an earlier stage of the same run still writes the input, so no unit is taken as done
+    here (the job checks the .done keys when it starts)."""
     from pipeline_kit.inference.config import check_overrides, override_value
 
     spec.server.validate()
     check_overrides(spec.overrides)  # a typo stops here, before anything is queued
     units = plan_units(spec.seeds, spec.num_chunks, spec.chunk_ids)
-    input_file, output_dir = _job_paths(cluster.executor, spec.input_file, spec.output_dir)
-    own = [f"++input_file={override_value(input_file)}", f"++output_dir={override_value(output_dir)}"]
+    flag, given = ("++input_dir", spec.input_dir) if spec.input_dir is not None else ("--input_file", spec.input_file)
+    input_path, output_dir = _job_paths(cluster.executor, {flag: given, "--output_dir": spec.output_dir})
+    own = [f"++{flag.lstrip('-+')}={override_value(input_path)}", f"++output_dir={override_value(output_dir)}"]
     own += [f"++num_chunks={spec.num_chunks}"] if spec.num_chunks is not None else []
     own += [f"++server.server_type={override_value(spec.server.server_type)}"]
+    typed = any(a.lstrip("+").startswith("generation_type=") for a in spec.overrides)
+    if spec.input_dir is not None or typed:
+        _script_config(spec, own)  # checked whole: ++generation_type goes with its input (++input_dir for GenSelect)
+    if spec.input_dir is not None and input_final and cluster.executor == "none":
+        from pipeline_kit.selection.genselect_runs import run_files
+
+        run_files(input_path)  # no runs there: say so now rather than in the job
     todo = units
-    if not spec.rerun_done and _outputs_visible(cluster):
+    if not spec.rerun_done and input_final and _outputs_visible(cluster):
         done = [u for u in units if u.is_done(output_dir)]
-        if done and os.path.exists(input_file):  # else an earlier stage writes the input: the job checks the keys
-            key = _script_key(spec, own, input_file)  # hashed once, not once per unit
+        if done and os.path.exists(input_path):  # else an earlier stage writes the input: the job checks the keys
+            key = _script_key(spec, own)  # hashed once, not once per unit
             finished = {u for u in done if _finished(u, key, output_dir)}
             todo = [u for u in units if u not in finished]
-    return UnitPlan(units, todo, input_file, output_dir, tuple(own))
+    return UnitPlan(units, todo, input_path, output_dir, tuple(own))
 
 
-def _script_key(spec: GenerateSpec, own: list[str], input_file: str) -> dict[str, object]:
-    """The .done key of the generation script's config as the job will see it (the server's address is only known
-    there, and is not part of the key), before the per-unit fields."""
-    from pipeline_kit.inference import done_key
+def _script_config(spec: GenerateSpec, own: list[str]):
+    """The generation script's config as the job will see it (the server's address is only known there)."""
     from pipeline_kit.inference.config import override_value, parse_overrides
 
     placeholder = f"++server.base_url={override_value(spec.server.address or 'http://resolved-in-the-job/v1')}"
-    cfg = parse_overrides([*own, placeholder, f"++server.model={override_value(spec.server.name)}", *spec.overrides])
-    return done_key.key_fields(cfg, done_key.file_digest(input_file, "--input_file="))
+    return parse_overrides([*own, placeholder, f"++server.model={override_value(spec.server.name)}", *spec.overrides])
+
+
+def _script_key(spec: GenerateSpec, own: list[str]) -> dict[str, object]:
+    """The .done key of the script's config (the server's address is not part of it), before the per-unit fields."""
+    from pipeline_kit.inference import done_key
+
+    cfg = _script_config(spec, own)
+    return done_key.key_fields(cfg, done_key.input_digest(cfg))
 
 
 def _finished(unit: Unit, key: dict[str, object], output_dir: str) -> bool:
@@ -110,12 +137,43 @@ def _finished(unit: Unit, key: dict[str, object], output_dir: str) -> bool:
 def generate_jobs(
     cluster: ClusterConfig, spec: GenerateSpec, options: JobOptions, plan: UnitPlan | None = None
 ) -> list[Job]:
-    """The jobs of `spec` (and of its --dependent_jobs copies). When every unit is done already, one job that only
-    says so, so that dependents and --run_after still have something to wait on."""
+    """The jobs of `spec` (and of its --dependent_jobs copies), then with `spec.genselect` the GenSelect stage's.
+    When every unit is done already, one job that only says so, so that dependents and --run_after still have
+    something to wait on."""
+    plan = plan or plan_generation(cluster, spec)
+    jobs = _unit_jobs(cluster, spec, options, plan)
+    if not spec.genselect:
+        return jobs
+    picking = genselect_spec(spec)
+    # after the last copy of the chain (each copy is one job, after the one before), and only if it succeeded
+    stage = replace(
+        options, expname=f"{options.expname}-genselect", after=jobs[-1:], dependent_jobs=0, dependency_type="afterok"
+    )
+    return jobs + _unit_jobs(cluster, picking, stage, plan_generation(cluster, picking, input_final=not plan.todo))
+
+
+def genselect_spec(spec: GenerateSpec) -> GenerateSpec:
+    """The GenSelect stage of --genselect: one greedy unit over the seeds' runs, into <output_dir>/genselect/, with
+    the same server and settings (++genselect.* among them)."""
+    return replace(
+        spec,
+        input_file="",
+        input_dir=spec.output_dir,
+        output_dir=f"{spec.output_dir.rstrip('/')}/genselect",
+        seeds=None,
+        num_chunks=None,
+        chunk_ids=None,
+        num_jobs=None,
+        sandbox=None,
+        genselect=False,
+        overrides=(*spec.overrides, "++generation_type=genselect"),
+    )
+
+
+def _unit_jobs(cluster: ClusterConfig, spec: GenerateSpec, options: JobOptions, plan: UnitPlan) -> list[Job]:
     from pipeline_kit.inference.client_command import ClientCommand
     from pipeline_kit.inference.config import override_value
 
-    plan = plan or plan_generation(cluster, spec)
     io = {"inputs": [plan.input_file], "outputs": [plan.output_dir]}
     if not plan.todo:
         message = f"kit generate: all {len(plan.units)} units in {plan.output_dir} are done; nothing to generate"
@@ -140,31 +198,22 @@ def generate_jobs(
     return chain(options, plan_copy)
 
 
-def _job_paths(executor: str, input_file: str, output_dir: str) -> tuple[str, str]:
-    """On none, paths are taken from here (jobs run in the packaged code folder); elsewhere they must be absolute."""
+def _job_paths(executor: str, paths: dict[str, str]) -> list[str]:
+    """`paths` by flag, as the job sees them: on none taken from here (jobs run in the packaged code folder);
+    elsewhere they must be absolute."""
     if executor == "none":
-        return os.path.abspath(input_file), os.path.abspath(output_dir)
-    for flag, path in (("--input_file", input_file), ("--output_dir", output_dir)):
+        return [os.path.abspath(path) for path in paths.values()]
+    for flag, path in paths.items():
         if not os.path.isabs(path):
             raise UserError(
                 f"{flag}={path} is relative; on executor '{executor}' give the absolute path where the job runs."
             )
-    return input_file, output_dir
+    return list(paths.values())
 
 
 def _outputs_visible(cluster: ClusterConfig) -> bool:
     """Whether the output folder is this machine's (so finished units can be left out of the plan)."""
     return cluster.executor == "none" or (cluster.executor == "slurm" and cluster.ssh_tunnel is None)
-
-
-def split_units(units: list, n: int) -> list[list]:
-    size, extra = divmod(len(units), n)
-    out, start = [], 0
-    for i in range(n):
-        end = start + size + (1 if i < extra else 0)
-        out.append(units[start:end])
-        start = end
-    return out
 
 
 def client_container(cluster: ClusterConfig, spec: GenerateSpec) -> str | None:

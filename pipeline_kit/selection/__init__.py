@@ -1,2 +1,2 @@
 """Solution selection: picking one answer out of N sampled solutions to a problem (majority and weighted votes
-over grader-equivalent answers; GenSelect and SC-TIR build on them)."""
+over grader-equivalent answers, and GenSelect, where the model compares the solutions and names the best)."""

@@ -52,9 +52,13 @@ def select(input_dir: str, method: str, output_file: str, weight_field: str | No
     """Write the chosen record of every problem to `output_file`; returns a one-line summary."""
     from pipeline_kit.evaluation.grade import grade_files
 
+    if method == "genselect":
+        raise UserError(
+            "--method=genselect asks a model, so it runs as a generation: kit generate --model=... --server_type=... "
+            f"--output_dir=DIR ++generation_type=genselect ++input_dir={input_dir}; DIR/output.jsonl holds the picks."
+        )
     if method not in METHODS:
-        hint = " (GenSelect is not built yet)" if method == "genselect" else ""
-        raise UserError(f"--method={method} is not one of {', '.join(METHODS)}{hint}.")
+        raise UserError(f"--method={method} is not one of {', '.join(METHODS)}, genselect.")
     if method == "weighted" and not weight_field:
         raise UserError("--method=weighted needs --weight_field: the record field that holds each solution's score.")
     files = run_files(input_dir)
