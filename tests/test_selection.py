@@ -139,11 +139,20 @@ def test_summarize_reports_each_selection_method_as_a_mode(tmp_path):
             for pid, answer, ok, score, status, limit in rows
         ]  # fmt: skip
         (bench / f"output-rs{seed}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    # GenSelect's picks (as `kit generate --genselect` writes them): q1 from rs0 (6: ok), q2 from rs0 (1: x), q3 from
+    # rs1 (3: ok): 2 of 3; a second shuffle picked q2 from rs1 (ok) too: 3 of 3; genselect@3 is their mean, 83.33
+    picks = bench / "genselect"
+    picks.mkdir()
+    for name, runs in (("output-rs0.jsonl", (0, 0, 1)), ("output-rs1.jsonl", (0, 1, 1))):
+        records = [{"id": pid, "genselect": {"chosen_run": f"output-rs{run}.jsonl"}}
+                   for pid, run in zip(EXPECTED, runs, strict=True)]  # fmt: skip
+        (picks / name).write_text("".join(json.dumps(r) + "\n" for r in records))
+        (picks / f"{name}.done").write_text("")
     assert main(["summarize", str(bench)]) == 0
     metrics = json.loads((bench / "metrics.json").read_text())["toy"]
     got = {mode: round(metrics[mode]["symbolic_correct"], 2) for mode in metrics if mode.endswith("@3")}
     assert got == {"majority@3": 0.0, "pass@3": 100.0, "majority[equivalent]@3": 33.33,
-                   "weighted[reward_model_score]@3": 66.67, "sc-tir@3": 100.0}  # fmt: skip
+                   "weighted[reward_model_score]@3": 66.67, "sc-tir@3": 100.0, "genselect@3": 83.33}  # fmt: skip
 
 
 def test_weighted_and_sc_tir_modes_need_their_fields_in_every_sample(tmp_path):

@@ -7,6 +7,9 @@ k = n: each needs the math grader to compare answers, which is slower than major
 - `sc-tir@n`: self-consistency over TIR samples: a sample whose last code round ended in an error or a timeout, or
   that used up its code executions, is dropped, then the majority over equivalent answers of the rest. Only for
   runs made with code execution (their samples have `code_last_status`).
+- `genselect@n`: the share of problems whose GenSelect pick is correct, read from the finished GenSelect outputs in
+  `<benchmark>/genselect/` (`kit generate --genselect`, or `++generation_type=genselect` written there); the mean
+  over several GenSelect outputs (shuffle seeds). The pick's correctness is its run's, matched by file and id.
 
 A problem counts as correct when the chosen sample is correct; as no_answer when no (kept) sample has an answer."""
 
@@ -57,6 +60,39 @@ def selection_metrics(runs: list[Run], columns: list[str], common: dict[str, flo
                 counts[col] += runs[choice.candidate.index].correct[col][i]
         out[mode] = {**common, **{c: 100.0 * counts[c] / m for c in columns}, "no_answer": 100.0 * unanswered / m}
     return out
+
+
+def genselect_metrics(folder, files: dict[str, tuple[list, Run]], columns: list[str], common: dict) -> dict:
+    """`genselect@n` from the GenSelect outputs in `folder` (none: {}); `files`: each sampled run by file name, as
+    (ids, run). A pick whose run or id is not among them is an error naming both."""
+    from pathlib import Path
+
+    from pipeline_kit.errors import UserError
+    from pipeline_kit.selection.genselect_runs import read_picks
+
+    if not Path(folder).is_dir():
+        return {}
+    picks = read_picks(folder)
+    if not picks:
+        return {}
+    position = {name: {str(pid): i for i, pid in enumerate(ids)} for name, (ids, _) in files.items()}
+    totals = {col: 0.0 for col in columns}
+    unanswered = 0.0
+    for out_name, chosen in picks.items():
+        for pid, record in chosen.items():
+            run_name = record["genselect"]["chosen_run"]
+            if run_name not in files or pid not in position[run_name]:
+                raise UserError(
+                    f"{folder}/{out_name}: the pick for id {pid!r} is from {run_name}, which the benchmark's runs do "
+                    "not hold; rerun GenSelect over the current runs."
+                )
+            i, run = position[run_name][pid], files[run_name][1]
+            for col in columns:
+                totals[col] += run.correct[col][i] / len(chosen)
+            unanswered += (run.answers[i] is None) / len(chosen)
+    n = len(files)
+    scale = 100.0 / len(picks)
+    return {f"genselect@{n}": {**common, **{c: totals[c] * scale for c in columns}, "no_answer": unanswered * scale}}
 
 
 def _text(answer) -> str | None:

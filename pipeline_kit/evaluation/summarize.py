@@ -19,7 +19,7 @@ from pipeline_kit.atomic import write_atomic
 from pipeline_kit.errors import UserError
 from pipeline_kit.evaluation.judge import verdicts_for
 from pipeline_kit.evaluation.metrics import Run, greedy_metrics, sampled_metrics
-from pipeline_kit.evaluation.selection_modes import EXTRA_FIELDS, selection_metrics
+from pipeline_kit.evaluation.selection_modes import EXTRA_FIELDS, genselect_metrics, selection_metrics
 
 OUTPUT_NAME = re.compile(r"output(?:-rs(\d+))?\.jsonl")
 JUDGE_COLUMNS = ["judge_correct", "both_correct", "any_correct"]
@@ -280,6 +280,8 @@ def compute(bench: Benchmark, files: list[ReadFile]) -> tuple[dict, list[str]]:
         if len(runs) > 1:  # the selection modes, at k = n, beside majority@n
             common = {k: metrics[f"majority@{len(runs)}"][k] for k in ("num_entries", "avg_tokens", "gen_seconds")}
             metrics.update(selection_metrics(runs, columns, common))
+            by_name = {f.path.name: (f.ids, f.run) for f in sampled}
+            metrics.update(genselect_metrics(bench.folder / "genselect", by_name, columns, common))
     return metrics, columns
 
 
@@ -290,7 +292,7 @@ def _table_rows(metrics: dict, n: int) -> list[tuple[str, dict]]:
     elif n > 1:
         rows += [(key, metrics[key]) for key in (f"pass@1[avg-of-{n}]", f"majority@{n}")]
         rows += [(key, values) for key, values in metrics.items() if "[" in key and key.endswith(f"]@{n}")]
-        rows += [(key, metrics[key]) for key in (f"sc-tir@{n}", f"pass@{n}") if key in metrics]
+        rows += [(key, metrics[key]) for key in (f"sc-tir@{n}", f"genselect@{n}", f"pass@{n}") if key in metrics]
     return rows
 
 
