@@ -125,6 +125,8 @@ def train_jobs(cluster: ClusterConfig, spec: TrainSpec, options: JobOptions) -> 
     else:
         command = TrainCommand(cluster.kit_python, spec, overrides)
 
+    container = trainer_container(cluster, spec)
+
     def plan(copy: int) -> list[JobPlan]:
         groups: list[CommandGroup] = []
         refs: dict[str, Command] = {}
@@ -134,7 +136,7 @@ def train_jobs(cluster: ClusterConfig, spec: TrainSpec, options: JobOptions) -> 
         trainer = Command(
             command,
             name="trainer",
-            container=trainer_container(cluster, spec),
+            container=container,
             num_gpus=spec.num_gpus,
             num_nodes=spec.num_nodes,
             num_tasks=1,  # one launcher (torchrun) per node
