@@ -138,3 +138,49 @@ def test_kit_sft_trains_in_the_trainer_image(kit, configs, user_repo, tmp_path):
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]
     final = work / "out" / "final"
     assert (final / "config.json").is_file() and list(final.glob("*.safetensors")), sorted(final.parent.rglob("*"))
+
+
+def test_generation_image_pins_are_pyprojects():
+    assert set(dockerfile_requirements("Dockerfile.generate")) == pyproject_requirements("generate", "eval")
+
+
+@pytest.mark.docker
+def test_kit_generate_runs_in_the_generation_image(kit, configs, user_repo, stub, tmp_path):
+    """`kit generate` on Docker in the cluster's `kit` container, built from Dockerfile.generate by kit, against an
+    endpoint on this host: the image alone has what the client needs (nothing of this host's Python is mounted)."""
+    from conftest import problems, rows
+
+    need("DOCKER_HOST", "the private dockerd")
+    copy_dockerfiles(user_repo, wheelhouse("Dockerfile.generate"))
+    data = tmp_path / "data"
+    data.mkdir()
+    problems(data, 4)
+    d = configs(
+        "img",
+        f"""
+        executor: local
+        job_dir: JOB_DIR
+        containers:
+          kit: dockerfile:dockerfiles/Dockerfile.generate
+        mounts: ['{data}:/data']
+        """,
+    )
+    server = stub()
+    t0 = time.time()
+    res = kit(
+        "generate",
+        "--cluster=img",
+        f"--config_dir={d}",
+        "--allow_uncommitted",
+        "--server_type=openai",
+        f"--server_address={server.url}",
+        "--model=stub",
+        "--input_file=/data/in.jsonl",
+        "--output_dir=/data/out",
+        env=build_env(),
+        timeout=1800,
+    )
+    print(f"kit generate in the generation image (build included): {time.time() - t0:.1f}s")
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]
+    assert [r["id"] for r in rows(data / "out" / "output.jsonl")] == list(range(4))
+    assert len(server.requests()) == 4
