@@ -85,6 +85,25 @@ def build_env() -> dict[str, str]:
     return {"BASE_IMAGE": "kit-test-base:latest", "PIP_NO_INDEX": "1"}
 
 
+def test_trainer_container_is_the_clusters_trainer_then_kit(tmp_path):
+    from pipeline_kit.cluster.config import build_cluster_config
+    from pipeline_kit.errors import UserError
+    from pipeline_kit.jobs.train import TrainSpec, trainer_container
+
+    def pick(containers: dict, **spec) -> str | None:
+        cluster = build_cluster_config(
+            {"executor": "local", "job_dir": str(tmp_path), "containers": containers}, "c.yaml"
+        )
+        return trainer_container(cluster, TrainSpec("sft", "/m", "/d.jsonl", "/out", **spec))
+
+    both = {"kit": "img:kit", "trainer": "img:train", "nemo_rl": "img:nrl"}
+    assert pick(both) == "trainer" and pick({"kit": "img:kit"}) == "kit" and pick({}) is None
+    assert pick(both, container="kit") == "kit"
+    assert pick(both, backend="nemo_rl") is None  # NeMo-RL's container is named with --container
+    with pytest.raises(UserError, match="container 'trianer' is not under 'containers'.*did you mean 'trainer'"):
+        pick(both, container="trianer")
+
+
 @pytest.mark.docker
 @pytest.mark.models
 def test_kit_sft_trains_in_the_trainer_image(kit, configs, user_repo, tmp_path):
