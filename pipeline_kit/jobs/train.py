@@ -15,6 +15,7 @@ from pipeline_kit.pipeline.model import AUTO_PORT, Command, CommandGroup, Endpoi
 from pipeline_kit.servers.base import HEAD_HOST
 
 TRAIN_PYTHON_VAR = "KIT_TRAIN_PYTHON"  # a cluster config may point it at an env with the training extras
+TRAINER_KEY = "trainer"  # the cluster config's container for the TRL trainer (dockerfiles/Dockerfile.train)
 VLLM_NAME = "vllm_server"  # the `trl vllm-serve` command GRPO generates with
 BACKENDS = ("trl", "nemo_rl")
 MASTER_PORT = 29500
@@ -124,6 +125,8 @@ def train_jobs(cluster: ClusterConfig, spec: TrainSpec, options: JobOptions) -> 
     else:
         command = TrainCommand(cluster.kit_python, spec, overrides)
 
+    container = trainer_container(cluster, spec)
+
     def plan(copy: int) -> list[JobPlan]:
         groups: list[CommandGroup] = []
         refs: dict[str, Command] = {}
@@ -133,7 +136,7 @@ def train_jobs(cluster: ClusterConfig, spec: TrainSpec, options: JobOptions) -> 
         trainer = Command(
             command,
             name="trainer",
-            container=spec.container,
+            container=container,
             num_gpus=spec.num_gpus,
             num_nodes=spec.num_nodes,
             num_tasks=1,  # one launcher (torchrun) per node
@@ -149,6 +152,16 @@ def train_jobs(cluster: ClusterConfig, spec: TrainSpec, options: JobOptions) -> 
         return [JobPlan("", groups, {"inputs": [model, data], "outputs": [output_dir]})]
 
     return chain(options, plan)
+
+
+def trainer_container(cluster: ClusterConfig, spec: TrainSpec) -> str | None:
+    """--container; else, for the TRL backend, the cluster's 'trainer' container, else its 'kit' one, if defined."""
+    if spec.container:
+        cluster.container(spec.container)  # fails with the known keys when it is missing
+        return spec.container
+    if spec.backend != "trl":
+        return None  # NeMo-RL names its container itself (--container, checked by nemo_rl_command)
+    return next((key for key in (TRAINER_KEY, "kit") if key in cluster.containers), None)
 
 
 def vllm_group(cluster: ClusterConfig, spec: TrainSpec, model: str) -> CommandGroup:
