@@ -5,6 +5,8 @@ the local Slurm."""
 from __future__ import annotations
 
 import json
+import os
+import re
 import time
 from pathlib import Path
 
@@ -115,3 +117,46 @@ def test_aimo_runs_end_to_end_reruns_nothing_and_reruns_from_a_changed_stage(kit
     assert (out / "grpo" / "checkpoint-2").is_dir()
     now = {s: json.loads((out / s / ".stage.done").read_text())["key"] for s in keys}
     assert [s for s in keys if now[s] != keys[s]] == ["grpo", "eval"]
+
+
+@pytest.mark.models
+def test_aimo_on_the_local_slurm(kit, configs, tmp_path):
+    """The same recipe as one Slurm submission: every stage a job (the eval a het job: server + client) after the
+    previous stage's done job; a rerun then submits nothing."""
+    need("SLURM_CONF", "the local Slurm cluster")
+    need("KIT_TEST_TINY_MODEL", "the tiny model (tests/services/models_up.sh)")
+    from conftest import BIN
+
+    env = {"KIT_TRAIN_PYTHON": BIN / "python", "KIT_SERVER_PYTHON": SERVICES["KIT_TEST_HF_PYTHON"], **TRAIN_ENV}
+    d = configs("slurm", "executor: slurm\njob_dir: JOB_DIR\naccount: root\npartition: debug\nenv_vars:\n"
+                + "".join(f"  - {k}={v}\n" for k, v in env.items()))  # fmt: skip
+    data_dir = tmp_path / "data"
+    assert kit("prepare_data", "arith", f"--data_dir={data_dir}").returncode == 0
+    out = tmp_path / "aimo"
+    args = ["run_recipe", "aimo", "--cluster=slurm", f"--config_dir={d}", f"--base_model={SERVICES['KIT_TEST_TINY_MODEL']}",
+            f"--output_dir={out}", f"--data_dir={data_dir}", *aimo_files(tmp_path), *TOY]  # fmt: skip
+    t0 = time.time()
+    res = kit(*args, "--wait", timeout=900)
+    assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-2000:]
+    print(f"aimo recipe on the local Slurm: {time.time() - t0:.1f}s")
+    jobs = re.findall(r"job (\S+) (\S+) \(slurm job (\d+)\)", res.stdout)
+    assert [name for name, _, _ in jobs] == [f"aimo-{s}{part}" for s in ("cot_sft", "tir_sft", "grpo")
+                                              for part in ("", "-done")] + ["aimo-eval", "aimo-eval-summarize",
+                                                                            "aimo-eval-done"]  # fmt: skip
+    assert {state for _, state, _ in jobs} == {"SUCCEEDED"}, jobs
+    times = sacct_times([i for _, _, i in jobs])
+    for (_, _, before), (_, _, after) in zip(jobs, jobs[1:], strict=False):
+        assert times[after][0] >= times[before][1], (before, after, times)  # each starts once the one before ended
+    assert all((out / s / ".stage.done").is_file() for s in ("cot_sft", "tir_sft", "grpo", "eval"))
+    res = kit(*args)
+    assert res.returncode == 0 and "nothing to submit" in res.stderr and "slurm job" not in res.stdout, res.stderr
+
+
+def sacct_times(ids: list[str]) -> dict[str, tuple[str, str]]:
+    """{job id: (Start, End)} from sacct (ISO times compare as strings)."""
+    import subprocess
+
+    out = subprocess.run(["sacct", "-n", "-P", "-X", "-j", ",".join(ids), "-o", "JobID,Start,End"],
+                         capture_output=True, text=True, check=True, env={**os.environ, **SERVICES}).stdout  # fmt: skip
+    rows = [line.split("|") for line in out.splitlines() if line.strip()]
+    return {r[0].split("+")[0]: (r[1], r[2]) for r in rows if "+" not in r[0] or r[0].endswith("+0")}
