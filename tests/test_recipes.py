@@ -141,7 +141,7 @@ def test_aimo_on_the_local_slurm(kit, configs, tmp_path):
     print(f"aimo recipe on the local Slurm: {time.time() - t0:.1f}s")
     jobs = re.findall(r"job (\S+) (\S+) \(slurm job (\d+)\)", res.stdout)
     assert [name for name, _, _ in jobs] == [f"aimo-{s}{part}" for s in ("cot_sft", "tir_sft", "grpo")
-                                              for part in ("", "-done")] + ["aimo-eval", "aimo-eval-summarize",
+                                              for part in ("", "-done")] + ["aimo-eval-arith", "aimo-eval-summarize",
                                                                             "aimo-eval-done"]  # fmt: skip
     assert {state for _, state, _ in jobs} == {"SUCCEEDED"}, jobs
     times = sacct_times([i for _, _, i in jobs])
