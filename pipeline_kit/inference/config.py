@@ -41,6 +41,7 @@ class GenerateConfig:
     output_dir: str | None = None  # ... or a plan's folder: output[-rs{seed}][_chunk_{k}].jsonl for every unit
     units: list[str] | None = None  # with output_dir: greedy, rs3, chunk_2, rs3_chunk_2 ... [default: every chunk]
     prompt_config: str = "generic/default"
+    generation_type: str = "generate"  # generate | reward | genselect
     server: ServerConfig = field(default_factory=ServerConfig)
     inference: InferenceConfig = field(default_factory=InferenceConfig)
     max_concurrent_requests: int = 512

@@ -45,6 +45,8 @@ def key_fields(cfg: GenerateConfig, input_digest: str) -> dict[str, object]:
         **{f"inference.{k}": v for k, v in asdict(cfg.inference).items()},
         "code_execution": cfg.code_execution,
     }
+    if cfg.generation_type != "generate":  # left out for plain generation: older .done keys stay valid
+        fields["generation_type"] = cfg.generation_type
     if cfg.code_execution:
         fields.update({k: getattr(cfg, k) for k in TIR_KEYS})
         fields["code_tags content"] = _code_tags_digest(cfg.code_tags)

@@ -30,10 +30,73 @@ def api_key(cfg: GenerateConfig) -> str | None:
     return os.environ.get(name) if name else None
 
 
-async def generate_unit(
-    cfg: GenerateConfig, rows: list[tuple[int, dict]], all_messages, key: str | None, done_key: dict[str, object]
-) -> None:
-    from pipeline_kit.inference.client import GenerationClient
+class Generator:
+    """A generation unit's requests: `sample(i)` completes messages i (through the sandbox's code rounds for TIR)."""
+
+    def __init__(self, client, code_runner, all_messages: list[list[dict]]):
+        self.client, self.code_runner, self.all_messages = client, code_runner, all_messages
+
+    async def sample(self, i: int) -> dict:
+        result = await (self.code_runner or self.client).generate(self.all_messages[i])
+        sample = {
+            "generation": result.text,
+            "num_generated_tokens": result.num_generated_tokens,
+            "generation_time": round(result.generation_time, 4),
+            **result.extra,
+        }
+        return {**sample, "error": result.error} if result.error else sample
+
+    async def close(self) -> None:
+        await self.client.close()
+        if self.code_runner is not None:
+            await self.code_runner.close()
+
+
+def generation_requests(cfg: GenerateConfig, rows: list[tuple[int, dict]]):
+    """Checks every row (before any request); returns the coroutine that starts the unit's Generator."""
+    check_code_settings(cfg)
+    prompt = load_prompt_config(cfg.prompt_config)
+    all_messages = [prompt.messages(record, line_no) for line_no, record in rows]
+
+    async def start(key: str | None) -> Generator:
+        from pipeline_kit.inference.client import GenerationClient
+
+        client = GenerationClient(cfg, key)
+        code_runner = await CodeRunner.start(cfg, client, say) if cfg.code_execution else None
+        return Generator(client, code_runner, all_messages)
+
+    return start
+
+
+def reward_requests(cfg: GenerateConfig, rows: list[tuple[int, dict]]):
+    """Checks every row (before any request); returns the coroutine that starts the unit's RewardClient."""
+    from pipeline_kit.inference import reward
+
+    reward.check_reward_settings(cfg)
+    prompt = load_prompt_config(cfg.prompt_config)
+    conversations = [reward.conversation(prompt, record, line_no, cfg.input_file) for line_no, record in rows]
+
+    async def start(key: str | None):
+        return reward.RewardClient(cfg, key, conversations)
+
+    return start
+
+
+# ++generation_type: how the rows of a unit turn into requests (each answers `sample(i)` with the row's new fields)
+GENERATION_TYPES = {"generate": generation_requests, "reward": reward_requests}
+
+
+def check_generation_type(cfg: GenerateConfig) -> None:
+    if cfg.generation_type not in GENERATION_TYPES:
+        raise UserError(
+            f"++generation_type={cfg.generation_type} is not a generation type; use one of "
+            f"{', '.join(GENERATION_TYPES)}."
+        )
+
+
+async def generate_unit(cfg: GenerateConfig, rows: list[tuple[int, dict]], start, key: str | None, done_key) -> None:
+    """Request every row not in the in-progress file yet (`start(key)` makes the requester), then write the final
+    file and its .done (with `done_key`)."""
     from pipeline_kit.inference.progress import Progress
 
     progress_file = unit_files.InProgress(cfg.output_file)
@@ -43,24 +106,14 @@ async def generate_unit(
         if todo:
             waited = wait_until_ready(cfg.server.base_url, cfg.server.ready_timeout, cfg.server.server_log, key)
             say(f"server {cfg.server.base_url} ready after {waited:.1f} s")
-            client = GenerationClient(cfg, key)
-            code_runner = await CodeRunner.start(cfg, client, say) if cfg.code_execution else None
+            requester = await start(key)
             semaphore = asyncio.Semaphore(cfg.max_concurrent_requests)
             progress = Progress(len(rows), len(rows) - len(todo), cfg.progress_every)
 
             async def one(i: int) -> None:
                 async with semaphore:
-                    result = await (code_runner or client).generate(all_messages[i])
-                sample = {
-                    **rows[i][1],
-                    "generation": result.text,
-                    "num_generated_tokens": result.num_generated_tokens,
-                    "generation_time": round(result.generation_time, 4),
-                    **result.extra,
-                }
-                if result.error:
-                    sample["error"] = result.error
-                progress_file.add(i, sample)
+                    fields = await requester.sample(i)
+                progress_file.add(i, {**rows[i][1], **fields})
                 progress.advance()
 
             tasks = [asyncio.ensure_future(one(i)) for i in todo]
@@ -72,9 +125,7 @@ async def generate_unit(
                 await asyncio.gather(*tasks, return_exceptions=True)
                 raise
             finally:
-                await client.close()
-                if code_runner is not None:
-                    await code_runner.close()
+                await requester.close()
         progress_file.finish(cfg.output_file, len(rows), done_key)
     finally:
         progress_file.close()
@@ -83,6 +134,7 @@ async def generate_unit(
 def run(cfg: GenerateConfig) -> None:
     from pipeline_kit.inference import done_key
 
+    check_generation_type(cfg)
     out = Path(cfg.output_file)
     merged = unit_files.merged_file(out, cfg.chunk_id) if cfg.num_chunks is not None else None
     key = done_key.key_fields(cfg, _input_digest(cfg.input_file))
@@ -103,11 +155,9 @@ def run(cfg: GenerateConfig) -> None:
         done_key.check_done(out, key, rerun_hint)
         say(f"{out} is done; skipping (pass ++rerun_done=true to redo it)")
     else:
-        check_code_settings(cfg)
-        prompt = load_prompt_config(cfg.prompt_config)
         rows = unit_files.read_input(cfg.input_file, cfg.chunk_id, cfg.num_chunks)
-        all_messages = [prompt.messages(record, line_no) for line_no, record in rows]  # fail before any request
-        asyncio.run(generate_unit(cfg, rows, all_messages, api_key(cfg), key))
+        start = GENERATION_TYPES[cfg.generation_type](cfg, rows)  # checks every row: fails before any request
+        asyncio.run(generate_unit(cfg, rows, start, api_key(cfg), key))
         say(f"wrote {out}")
     final = out
     if merged is not None:
