@@ -48,9 +48,13 @@ def test_sglang_multi_node_uses_dist_init_flags():
 
 def test_trtllm_and_transformers_commands():
     assert command("trtllm", gpus=4) == "trtllm-serve /models/qwen --host 0.0.0.0 --port 8000 --tp_size 4"
-    assert command("transformers").endswith(
-        "${KIT_SERVER_PYTHON:-python3} -m transformers.cli.transformers serve /models/qwen --device cpu"
-        " --host 0.0.0.0 --port 8000"
+    # a reward model (config.json names a *ForSequenceClassification) gets kit's reward server, decided in the job
+    where = "/models/qwen --device cpu --host 0.0.0.0 --port 8000"
+    assert command("transformers") == (
+        "if grep -qs ForSequenceClassification /models/qwen/config.json; then ${KIT_SERVER_PYTHON:-python3} -m "
+        f"pipeline_kit.servers.reward_server {where}; else "
+        'export HF_HUB_CACHE="${HF_HUB_CACHE:-$KIT_LOG_DIR/hf-cache}" && mkdir -p "$HF_HUB_CACHE" && '
+        f"${{KIT_SERVER_PYTHON:-python3}} -m transformers.cli.transformers serve {where}; fi"
     )
 
 

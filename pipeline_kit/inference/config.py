@@ -95,7 +95,7 @@ class GenerateConfig:
             raise UserError(f"++genselect.window={self.genselect.window}: a window compares at least 2 solutions.")
 
 
-GENERATION_TYPES = ("generate", "genselect")  # what the generation script does with its input
+GENERATION_TYPES = ("generate", "reward", "genselect")  # what the generation script does with its input
 
 
 def override_value(value: str) -> str:

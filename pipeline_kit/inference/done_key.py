@@ -1,6 +1,7 @@
 """Content-keyed `.done` records: a finished output's `.done` holds what made it (model, server type, prompt,
-inference settings, input content, seed, chunk layout), so a rerun with other settings stops instead of silently
-reusing it. Settings that cannot change the output (concurrency, retries, timeouts) are not part of the key."""
+inference settings, input content, seed, chunk layout; the generation type unless it is plain generation), so a
+rerun with other settings stops instead of silently reusing it. Settings that cannot change the output
+(concurrency, retries, timeouts) are not part of the key."""
 
 from __future__ import annotations
 

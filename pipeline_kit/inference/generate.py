@@ -29,8 +29,32 @@ def api_key(cfg: GenerateConfig) -> str | None:
     return os.environ.get(name) if name else None
 
 
+class GenerationModel:
+    """The completions of a unit: the LiteLLM client, through the sandbox's code rounds for TIR."""
+
+    def __init__(self, client, code_runner):
+        self.client, self.code_runner = client, code_runner
+
+    @classmethod
+    async def open(cls, cfg: GenerateConfig, key: str | None) -> GenerationModel:
+        from pipeline_kit.inference.client import GenerationClient
+
+        client = GenerationClient(cfg, key)
+        return cls(client, await CodeRunner.start(cfg, client, say) if cfg.code_execution else None)
+
+    async def generate(self, messages: list[dict]):
+        return await (self.code_runner or self.client).generate(messages)
+
+    async def close(self) -> None:
+        await self.client.close()
+        if self.code_runner is not None:
+            await self.code_runner.close()
+
+
 class GenerateTask:
     """A generation: one completion per input record, the record's fields plus the completion's."""
+
+    open_model = staticmethod(GenerationModel.open)
 
     def __init__(self, cfg: GenerateConfig):
         check_code_settings(cfg)
@@ -64,8 +88,8 @@ class Limited:
 
 
 async def generate_unit(cfg: GenerateConfig, task, key: str | None, done_key: dict[str, object]) -> None:
-    """Every sample of `task` (its `rows`, and `sample(i, model)` for position i) not yet in the in-progress file."""
-    from pipeline_kit.inference.client import GenerationClient
+    """Every sample of `task` (its `rows`, `open_model(cfg, key)` and `sample(i, model)` for position i) not yet in
+    the in-progress file."""
     from pipeline_kit.inference.progress import Progress
 
     rows = task.rows
@@ -76,9 +100,8 @@ async def generate_unit(cfg: GenerateConfig, task, key: str | None, done_key: di
         if todo:
             waited = wait_until_ready(cfg.server.base_url, cfg.server.ready_timeout, cfg.server.server_log, key)
             say(f"server {cfg.server.base_url} ready after {waited:.1f} s")
-            client = GenerationClient(cfg, key)
-            code_runner = await CodeRunner.start(cfg, client, say) if cfg.code_execution else None
-            model = Limited(code_runner or client, asyncio.Semaphore(cfg.max_concurrent_requests))
+            opened = await task.open_model(cfg, key)
+            model = Limited(opened, asyncio.Semaphore(cfg.max_concurrent_requests))
             progress = Progress(len(rows), len(rows) - len(todo), cfg.progress_every)
 
             async def one(i: int) -> None:
@@ -94,9 +117,7 @@ async def generate_unit(cfg: GenerateConfig, task, key: str | None, done_key: di
                 await asyncio.gather(*tasks, return_exceptions=True)
                 raise
             finally:
-                await client.close()
-                if code_runner is not None:
-                    await code_runner.close()
+                await opened.close()
         progress_file.finish(cfg.output_file, len(rows), done_key)
     finally:
         progress_file.close()
@@ -149,7 +170,13 @@ def _genselect_task(cfg: GenerateConfig):
     return GenSelectTask(cfg)
 
 
-TASKS = {"generate": GenerateTask, "genselect": _genselect_task}  # by ++generation_type
+def _reward_task(cfg: GenerateConfig):
+    from pipeline_kit.inference.reward import RewardTask
+
+    return RewardTask(cfg)
+
+
+TASKS = {"generate": GenerateTask, "reward": _reward_task, "genselect": _genselect_task}  # by ++generation_type
 
 
 _DIGESTS: dict[tuple, str] = {}

@@ -13,6 +13,12 @@ from pipeline_kit.selection.genselect_runs import read_problems
 
 
 class GenSelectTask:
+    @staticmethod
+    async def open_model(cfg: GenerateConfig, key: str | None):
+        from pipeline_kit.inference.generate import GenerationModel
+
+        return await GenerationModel.open(cfg, key)
+
     def __init__(self, cfg: GenerateConfig):
         if cfg.code_execution:
             raise UserError("++generation_type=genselect compares finished solutions; drop ++code_execution.")

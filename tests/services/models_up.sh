@@ -5,6 +5,7 @@
 #   DIR/tiny-model  tiny Qwen2-style model trained to answer "Q: 3+4=? A: " with \boxed{7} (tests/models/*.py)
 #   DIR/tiny-model-init  the same model with random weights (its tokenizer and chat template): the base that the
 #                   training tests fine-tune
+#   DIR/tiny-rm     a reward model: tiny-model's body under a seeded random scalar head (make_tiny_rm.py)
 # Idempotent: a piece is rebuilt only when its .kit-ok stamp (pins, python version, script hashes) is missing or
 # differs, so a warm run takes well under a second. The two venvs install in parallel. Logs: DIR/logs/.
 # Env knobs [default]: PYTHON [python3] the base interpreter for both venvs; WITH_VLLM [1] (0: no venv-vllm).
@@ -36,7 +37,9 @@ rm -rf "$DIR"/tiny-model.tmp.*   # left by a run that was killed
 PYVER=$("$PYTHON" -c 'import sys; print(sys.version.split()[0])') || die "no usable Python interpreter '$PYTHON'"
 MODEL_STAMP="python $PYVER; ${MODEL_PKGS[*]}"
 VLLM_STAMP="python $PYVER; ${VLLM_PKGS[*]}; without ${VLLM_DROP[*]}"
-TINY_STAMP="$MODEL_STAMP; $(cat "$MODELS_SRC"/*.py "$PROMPTS"/*.yaml | sha256sum | cut -c1-16)"
+TINY_SRC=("$MODELS_SRC"/{make_tiny_model,tiny_common,train_tiny}.py)
+TINY_STAMP="$MODEL_STAMP; $(cat "${TINY_SRC[@]}" "$PROMPTS"/*.yaml | sha256sum | cut -c1-16)"
+RM_STAMP="$TINY_STAMP; $(sha256sum <"$MODELS_SRC/make_tiny_rm.py" | cut -c1-16)"
 
 # fresh PIECE STAMP: DIR/PIECE was completed by a run with the same STAMP
 fresh() { [ "$(cat "$DIR/$1/.kit-ok" 2>/dev/null)" = "$2" ]; }
@@ -106,9 +109,22 @@ tiny_init() {
   echo "tiny-model-init: built in $(elapsed "$t")s"
 }
 
+# the reward model from the trained one (~5 s), for the reward-scoring tests
+tiny_rm() {
+  local t tmp py=$DIR/venv-model/bin/python log=$DIR/logs/tiny-rm.log
+  t=$(now)
+  if fresh tiny-rm "$RM_STAMP"; then echo "tiny-rm: cached"; return 0; fi
+  tmp=$(mktemp -d "$DIR/tiny-model.tmp.XXXXXX")
+  "$py" "$MODELS_SRC/make_tiny_rm.py" "$DIR/tiny-model" "$tmp/rm" >"$log" 2>&1 || { rm -rf "$tmp"; fail tiny-rm "build failed"; return 1; }
+  { echo "$RM_STAMP" >"$tmp/rm/.kit-ok" && chmod -R a+rX "$tmp/rm" &&
+    rm -rf "$DIR/tiny-rm" && mv "$tmp/rm" "$DIR/tiny-rm" && rm -rf "$tmp"
+  } || { echo "ERROR [$(basename "$0")]: tiny-rm: could not move it into $DIR" >&2; return 1; }
+  echo "tiny-rm: built in $(elapsed "$t")s"
+}
+
 # vllm in the background (mostly download); meanwhile venv-model, then the tiny model, in the foreground
 if [ "$WITH_VLLM" = 1 ]; then vllm_venv & vpid=$!; fi
-mrc=0; { model_venv && tiny_model && tiny_init; } || mrc=$?
+mrc=0; { model_venv && tiny_model && tiny_init && tiny_rm; } || mrc=$?
 vrc=0; if [ "$WITH_VLLM" = 1 ]; then wait "$vpid" || vrc=$?; fi
 [ "$mrc" = 0 ] && [ "$vrc" = 0 ] || die "models are not ready (see the errors above)"
-echo "kit test models ready in $(elapsed "$T0")s: $DIR/{venv-model,$([ "$WITH_VLLM" = 1 ] && echo venv-vllm,)tiny-model,tiny-model-init}"
+echo "kit test models ready in $(elapsed "$T0")s: $DIR/{venv-model,$([ "$WITH_VLLM" = 1 ] && echo venv-vllm,)tiny-model,tiny-model-init,tiny-rm}"
