@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from conftest import SERVICES, need
-from test_training import TRAIN_ENV, additions
+from test_training import TRAIN_ENV, additions, slurm_train_config
 
 TOY = ["--sft_args=++max_steps=2 ++max_length=64 ++logging_steps=1",
        "--grpo_args=++max_steps=1 ++num_generations=2 ++micro_batch_size=2 ++max_completion_length=8",
@@ -125,11 +125,7 @@ def test_aimo_on_the_local_slurm(kit, configs, tmp_path):
     previous stage's done job; a rerun then submits nothing."""
     need("SLURM_CONF", "the local Slurm cluster")
     need("KIT_TEST_TINY_MODEL", "the tiny model (tests/services/models_up.sh)")
-    from conftest import BIN
-
-    env = {"KIT_TRAIN_PYTHON": BIN / "python", "KIT_SERVER_PYTHON": SERVICES["KIT_TEST_HF_PYTHON"], **TRAIN_ENV}
-    d = configs("slurm", "executor: slurm\njob_dir: JOB_DIR\naccount: root\npartition: debug\nenv_vars:\n"
-                + "".join(f"  - {k}={v}\n" for k, v in env.items()))  # fmt: skip
+    d = slurm_train_config(configs)
     data_dir = tmp_path / "data"
     assert kit("prepare_data", "arith", f"--data_dir={data_dir}").returncode == 0
     out = tmp_path / "aimo"

@@ -273,6 +273,13 @@ def steps_per_second(tmp_path: Path, data: Path) -> float:
 
 @pytest.mark.slurm
 @pytest.mark.models
+def slurm_train_config(configs) -> Path:
+    """The local Slurm as a cluster config whose jobs train with this venv's Python and serve with the model venv."""
+    env = {"KIT_TRAIN_PYTHON": BIN / "python", "KIT_SERVER_PYTHON": SERVICES["KIT_TEST_HF_PYTHON"], **TRAIN_ENV}
+    return configs("slurm", "executor: slurm\njob_dir: JOB_DIR\naccount: root\npartition: debug\nenv_vars:\n"
+                   + "".join(f"  - {k}={v}\n" for k, v in env.items()))  # fmt: skip
+
+
 def test_sft_on_slurm_saves_on_the_signal_and_the_next_job_resumes(kit, configs, tmp_path):
     """A 1-minute limit: the first job gets SIGUSR1 before its limit, saves, and is stopped by the limit (TIMEOUT);
     the next job of the --dependent_jobs chain resumes from the newest complete checkpoint (its log names the step)
@@ -282,9 +289,7 @@ def test_sft_on_slurm_saves_on_the_signal_and_the_next_job_resumes(kit, configs,
     need("SLURM_CONF", "the local Slurm cluster")
     data = additions(tmp_path / "sft.jsonl", 400, 3)
     steps = int(steps_per_second(tmp_path, data) * 110)
-    env = {"KIT_TRAIN_PYTHON": BIN / "python", "KIT_SERVER_PYTHON": SERVICES["KIT_TEST_HF_PYTHON"], **TRAIN_ENV}
-    d = configs("slurm", "executor: slurm\njob_dir: JOB_DIR\naccount: root\npartition: debug\nenv_vars:\n"
-                + "".join(f"  - {k}={v}\n" for k, v in env.items()))  # fmt: skip
+    d = slurm_train_config(configs)
     data_dir = tmp_path / "data"
     assert kit("prepare_data", "arith", f"--data_dir={data_dir}").returncode == 0
     out = tmp_path / "wt"
