@@ -148,6 +148,12 @@ def test_online_genselect_after_the_seeds_in_one_run(kit, none_cluster, stub, tm
     # 3 candidates in windows of 2: 2 + a bye, then 2 -> 2 requests per problem after the 12 generations
     assert len(server.requests()) == 12 + 2 * 4
     assert (out / "genselect" / "output.jsonl.done").exists()
+    # kit select reads those picks: each is the graded record of seed 2's run (n + 2: never right; seed 0 was)
+    sel = kit("select", f"--input_dir={out}", "--method=genselect", f"--output_file={tmp_path / 'sel.jsonl'}")
+    assert sel.returncode == 0 and "genselect over 3 runs: 4 problems, 0.00% correct" in sel.stdout, sel.stderr
+    chosen = rows(tmp_path / "sel.jsonl")
+    assert [r["generation"] for r in chosen] == [f"\\boxed{{{i + 2}}}" for i in range(4)]
+    assert all(r["symbolic_correct"] is False and r["selection"]["method"] == "genselect" for r in chosen)
 
     again = kit("generate", *args, "--genselect", "++genselect.window=2", "++inference.temperature=0.7")
     assert again.returncode == 0 and "3 of 3 units are done already" in again.stdout, again.stdout + again.stderr

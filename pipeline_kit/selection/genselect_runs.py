@@ -30,12 +30,19 @@ def run_files(input_dir: str | Path) -> list[Path]:
 
 
 def runs_digest(input_dir: str | Path) -> str:
-    """One content hash of every run (names and contents): the input part of GenSelect's .done key."""
-    from pipeline_kit.inference.done_key import file_digest
+    """One content hash of every run (names and records, less the fields grading adds: grading a run in place, as
+    kit select and kit summarize do, leaves GenSelect's picks valid): the input part of GenSelect's .done key."""
+    import json
+
+    from pipeline_kit.evaluation.grade import ADDED
 
     h = hashlib.sha256()
     for path in run_files(input_dir):
-        h.update(f"{path.name}={file_digest(path, '++input_dir: ')}\n".encode())
+        h.update(f"{path.name}\n".encode())
+        with path.open() as f:
+            for _, record in numbered_records(f, path):
+                kept = {k: v for k, v in record.items() if k not in ADDED}
+                h.update(json.dumps(kept, sort_keys=True).encode() + b"\n")
     return h.hexdigest()[:16]
 
 

@@ -5,6 +5,7 @@ a `selection` field (method, votes for its answer, candidates), atomically."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from pipeline_kit.atomic import write_atomic
@@ -48,27 +49,56 @@ def read_runs(files: list[Path], weight_field: str | None) -> dict[str, list[tup
     return problems
 
 
+def genselect_picks(input_dir: str) -> dict[str, dict]:
+    """{id: GenSelect's record} of the first finished GenSelect output in <input_dir>/genselect/ (what `kit generate
+    --genselect` writes); none is an error that says how to make one."""
+    from pipeline_kit.selection.genselect_runs import read_picks
+
+    folder = Path(input_dir) / "genselect"
+    picks = read_picks(folder) if folder.is_dir() else {}
+    if not picks:
+        raise UserError(
+            f"--method=genselect reads GenSelect's picks from {folder}/, which holds none; make them with a model: "
+            f"kit generate --model=... --server_type=... --output_dir={folder} ++generation_type=genselect "
+            f"++input_dir={input_dir}"
+        )
+    seed = re.compile(r"output-rs(\d+)\.jsonl")
+    first = "output.jsonl" if "output.jsonl" in picks else min(picks, key=lambda n: int(seed.fullmatch(n).group(1)))
+    return picks[first]
+
+
+def _picked(pid: str, pairs: list, picks: dict[str, dict], names: list[str], input_dir: str) -> dict:
+    if pid not in picks:
+        raise UserError(f"{input_dir}/genselect/ has no pick for id {pid!r}; rerun GenSelect over the current runs.")
+    run = picks[pid]["genselect"]["chosen_run"]
+    record = next((r for c, r in pairs if names[c.index] == run), None)
+    if record is None:
+        raise UserError(f"{input_dir}/genselect/: the pick for id {pid!r} is from {run}, which is not among the runs.")
+    return {**record, "genselect": picks[pid]["genselect"]}
+
+
 def select(input_dir: str, method: str, output_file: str, weight_field: str | None = None) -> str:
     """Write the chosen record of every problem to `output_file`; returns a one-line summary."""
     from pipeline_kit.evaluation.grade import grade_files
 
-    if method == "genselect":
-        raise UserError(
-            "--method=genselect asks a model, so it runs as a generation: kit generate --model=... --server_type=... "
-            f"--output_dir=DIR ++generation_type=genselect ++input_dir={input_dir}; DIR/output.jsonl holds the picks."
-        )
-    if method not in METHODS:
+    if method not in METHODS and method != "genselect":
         raise UserError(f"--method={method} is not one of {', '.join(METHODS)}, genselect.")
     if method == "weighted" and not weight_field:
         raise UserError("--method=weighted needs --weight_field: the record field that holds each solution's score.")
+    picks = genselect_picks(input_dir) if method == "genselect" else None
     files = run_files(input_dir)
     grade_files(files)
     problems = read_runs(files, weight_field if method == "weighted" else None)
     chosen, correct, unanswered = [], 0, 0
-    for pairs in problems.values():
-        choice = METHODS[method]([c for c, _ in pairs])
-        record = dict(pairs[0][1] if choice is None else next(r for c, r in pairs if c is choice.candidate))
-        votes = choice.votes if choice else 0
+    for pid, pairs in problems.items():
+        if picks is None:
+            choice = METHODS[method]([c for c, _ in pairs])
+            record = dict(pairs[0][1] if choice is None else next(r for c, r in pairs if c is choice.candidate))
+            votes = choice.votes if choice else 0
+        else:  # GenSelect's pick, as the graded record of the run it came from
+            record = _picked(pid, pairs, picks, [f.name for f in files], input_dir)
+            choice = record if record.get("predicted_answer") is not None else None
+            votes = sum(c.answer is not None and c.answer == record.get("predicted_answer") for c, _ in pairs)
         record["selection"] = {"method": method, "votes": votes, "candidates": len(pairs)}
         chosen.append(record)
         correct += bool(record.get("symbolic_correct")) and choice is not None
