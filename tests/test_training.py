@@ -213,6 +213,28 @@ def test_sft_with_lora_writes_plain_merged_weights(kit, tmp_path):
 
 
 @pytest.mark.models
+def test_a_bf16_base_model_is_saved_in_bf16(kit, tmp_path):
+    """Training keeps fp32 master weights (found on an H100: final/ came out fp32, twice the base's size); the final
+    model is cast back to the base's dtype."""
+    need("KIT_TEST_TINY_MODEL", "the tiny model")
+    from safetensors.torch import load_file
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    base = tmp_path / "bf16"
+    AutoModelForCausalLM.from_pretrained(SERVICES["KIT_TEST_TINY_MODEL"], dtype="bfloat16").save_pretrained(base)
+    AutoTokenizer.from_pretrained(SERVICES["KIT_TEST_TINY_MODEL"]).save_pretrained(base)
+    out = tmp_path / "out"
+    res = kit("sft", "--expname=bf16", f"--model={base}", f"--training_data={additions(tmp_path / 'd.jsonl', 8, 5)}",
+              f"--output_dir={out}", "++max_steps=2", "++max_length=64", "++report_to=none", env=TRAIN_ENV)  # fmt: skip
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]
+    weights = load_file(str(next((out / "final").glob("*.safetensors"))))
+    assert {str(t.dtype) for t in weights.values()} == {"torch.bfloat16"}
+    assert json.loads((out / "final" / "config.json").read_text())["dtype"] == "bfloat16"
+    checkpoint = load_file(str(next((out / "checkpoint-2").glob("*.safetensors"))))
+    assert {str(t.dtype) for t in checkpoint.values()} == {"torch.float32"}  # resumable: the master weights
+
+
+@pytest.mark.models
 def test_grpo_rewards_with_the_grader_and_resumes_after_a_kill(kit, tmp_path, user_repo):
     need("KIT_TEST_TINY_MODEL", "the tiny model")
     data = additions(tmp_path / "rl.jsonl", 64, 2, with_generation=False)

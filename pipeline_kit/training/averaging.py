@@ -58,6 +58,36 @@ def average_checkpoints(folders: list[Path], output: Path) -> Path:
     return output
 
 
+HALF = {"bfloat16", "float16"}
+
+
+def model_dtype(folder: str | Path) -> str | None:
+    """The dtype a Hugging Face folder's config.json names (`dtype`, or the older `torch_dtype`), if any."""
+    import json
+
+    config = json.loads((Path(folder) / "config.json").read_text())
+    return config.get("dtype") or config.get("torch_dtype")
+
+
+def cast_weights(folder: Path, dtype: str) -> None:
+    """Rewrite the folder's floating-point weights (fp32 master weights of a mixed-precision run) in `dtype`, and say
+    so in its config.json: the trained model keeps its base's size."""
+    import json
+
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    target = getattr(torch, dtype)
+    for shard in weight_files(folder):
+        tensors = load_file(str(folder / shard))
+        cast = {n: t.to(target) if t.is_floating_point() else t for n, t in tensors.items()}
+        save_file({n: t.contiguous() for n, t in cast.items()}, str(folder / shard), metadata={"format": "pt"})
+    config_path = folder / "config.json"
+    config = json.loads(config_path.read_text())
+    config["dtype" if "dtype" in config or "torch_dtype" not in config else "torch_dtype"] = dtype
+    config_path.write_text(json.dumps(config, indent=2) + "\n")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) < 3:

@@ -138,9 +138,12 @@ def _agreed(save: bool, stop: bool) -> tuple[bool, bool]:
     return bool(flags[0]), bool(flags[1])
 
 
-def publish_final(trainer, tokenizer, output_dir: str | Path, merge_lora: bool, average_last: int = 1) -> Path:
+def publish_final(
+    trainer, tokenizer, output_dir: str | Path, merge_lora: bool, average_last: int = 1, dtype: str | None = None
+) -> Path:
     """The trained model in Hugging Face format at <output_dir>/final, written beside it and renamed into place;
-    with `average_last` > 1, the mean of its weights and those of the newest earlier complete checkpoints."""
+    with `average_last` > 1, the mean of its weights and those of the newest earlier complete checkpoints; with
+    `dtype` (bfloat16 or float16: the base model's), its weights cast to it."""
     final = Path(output_dir) / FINAL
     tmp = Path(output_dir) / f".{FINAL}.tmp-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
@@ -161,6 +164,10 @@ def publish_final(trainer, tokenizer, output_dir: str | Path, merge_lora: bool, 
             chosen = [*earlier[-(average_last - 1) :], tmp]
             say(f"final: the average of {', '.join(p.name for p in chosen[:-1])} and step {step}")
             average_checkpoints(chosen, tmp)
+        if dtype is not None:
+            from pipeline_kit.training.averaging import cast_weights
+
+            cast_weights(tmp, dtype)
         old = final.with_name(f".{FINAL}.old-{os.getpid()}")
         if final.exists():
             final.rename(old)

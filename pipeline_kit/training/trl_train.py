@@ -2,7 +2,7 @@
 (under torchrun for several GPUs or nodes). Resumes from the newest complete checkpoint; ends with <output_dir>/final.
 
 Chat formatting uses the model's own chat template (the prompt config builds the user message from `problem`, as
-`kit generate` does); SFT's loss covers the assistant's answer only. bf16 on GPUs, fp32 on CPU."""
+`kit generate` does); SFT's loss covers the assistant's answer only. bf16 mixed precision on GPUs (fp32 master weights; final/ is saved in\nthe base model's dtype when that is bf16 or fp16), fp32 on CPU."""
 
 from __future__ import annotations
 
@@ -46,6 +46,15 @@ def conversations(cfg: TrainConfig, records: list[dict]) -> list[dict]:
             row["expected_answer"] = str(record["expected_answer"])
         rows.append(row)
     return rows
+
+
+def final_dtype(cfg: TrainConfig) -> str | None:
+    """A half-precision base model's dtype: the final model is saved in it (training keeps fp32 master weights
+    under bf16/fp16 autocast, which would double the saved size); None keeps what the trainer has."""
+    from pipeline_kit.training.averaging import HALF, model_dtype
+
+    dtype = model_dtype(cfg.model)
+    return dtype if dtype in HALF else None
 
 
 def precision(cfg: TrainConfig) -> dict:
@@ -183,9 +192,10 @@ def run(cfg: TrainConfig) -> None:
     say(
         f"trained to step {trainer.state.global_step} in {time.time() - t0:.2f}s (train loss {result.training_loss:.4f})"
     )
-    print(
-        f"kit train: saved {publish_final(trainer, tokenizer, cfg.output_dir, bool(cfg.lora_rank), cfg.average_last)}"
+    final = publish_final(
+        trainer, tokenizer, cfg.output_dir, bool(cfg.lora_rank), cfg.average_last, dtype=final_dtype(cfg)
     )
+    print(f"kit train: saved {final}")
 
 
 def main(argv: list[str] | None = None) -> int:
