@@ -94,7 +94,7 @@ def test_kit_select_picks_the_hand_computed_records(kit, tmp_path, method, picks
     [
         (["--method=weighted"], "--method=weighted needs --weight_field"),
         (["--method=weighted", "--weight_field=score"], "output-rs0.jsonl:1: no number in 'score'"),
-        (["--method=vote"], "--method=vote is not one of majority, weighted, genselect."),
+        (["--method=vote"], "--method=vote is not one of majority, weighted, sc-tir, genselect."),
     ],
 )
 def test_kit_select_bad_input_is_one_line(kit, tmp_path, args, needle):
@@ -126,10 +126,7 @@ SCORED = [
 EXPECTED = {"q1": "6", "q2": "\\frac{1}{2}", "q3": "3"}
 
 
-def test_summarize_reports_each_selection_method_as_a_mode(tmp_path):
-    from pipeline_kit.cli.main import main
-
-    bench = tmp_path / "toy"
+def write_scored(bench):
     bench.mkdir()
     for seed, rows in enumerate(SCORED):
         records = [
@@ -139,6 +136,32 @@ def test_summarize_reports_each_selection_method_as_a_mode(tmp_path):
             for pid, answer, ok, score, status, limit in rows
         ]  # fmt: skip
         (bench / f"output-rs{seed}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    return bench
+
+
+def test_kit_select_sc_tir_drops_failed_traces_then_votes(kit, tmp_path):
+    bench = write_scored(tmp_path / "toy")
+    res = kit("select", f"--input_dir={bench}", "--method=sc-tir", f"--output_file={tmp_path / 's.jsonl'}")
+    assert res.returncode == 0 and "sc-tir over 3 runs: 3 problems, 100.00% correct" in res.stdout, res.stderr
+    chosen = [json.loads(line) for line in (tmp_path / "s.jsonl").read_text().splitlines()]
+    # q1: 6 (rs0) vs 7 (rs2), a tie the earlier wins; q2: 0.5 and \frac{1}{2} (2 votes); q3: 3 (rs1) vs 2 (rs2)
+    assert [(r["predicted_answer"], r["selection"]["votes"]) for r in chosen] == [("6", 1), ("0.5", 2), ("3", 1)]
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    for i in range(2):
+        (plain / f"output-rs{i}.jsonl").write_text(
+            json.dumps({"id": 1, "expected_answer": "1", "generation": "1"}) + "\n"
+        )
+    res = kit("select", f"--input_dir={plain}", "--method=sc-tir", f"--output_file={tmp_path / 'p.jsonl'}")
+    assert (
+        res.returncode == 2 and "no code_last_status; --method=sc-tir needs runs made with code execution" in res.stderr
+    )
+
+
+def test_summarize_reports_each_selection_method_as_a_mode(tmp_path):
+    from pipeline_kit.cli.main import main
+
+    bench = write_scored(tmp_path / "toy")
     # GenSelect's picks (as `kit generate --genselect` writes them): q1 from rs0 (6: ok), q2 from rs0 (1: x), q3 from
     # rs1 (3: ok): 2 of 3; a second shuffle picked q2 from rs1 (ok) too: 3 of 3; genselect@3 is their mean, 83.33
     picks = bench / "genselect"

@@ -15,7 +15,7 @@ def register(app: typer.Typer) -> None:
         input_dir: Annotated[str, Opt("--input_dir", help="A benchmark's results folder (output-rs*.jsonl).")],
         output_file: Annotated[str, Opt("--output_file", help="JSONL of the chosen records.")],
         method: Annotated[
-            str, Opt("--method", help="majority | weighted | genselect (reads <input_dir>/genselect/).")
+            str, Opt("--method", help="majority | weighted | sc-tir | genselect (reads <input_dir>/genselect/).")
         ] = "majority",
         weight_field: Annotated[
             str | None, Opt("--weight_field", help="weighted: the record field with each solution's score.")

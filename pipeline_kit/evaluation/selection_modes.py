@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 
 from pipeline_kit.evaluation.metrics import Run
-from pipeline_kit.selection.voting import Candidate, Choice, grader_equal, majority, weighted
+from pipeline_kit.selection.voting import Candidate, Choice, grader_equal, majority, sc_tir_keeps, weighted
 
 REWARD = "reward_model_score"
 TIR_FIELDS = ("code_last_status", "code_limit_reached")
@@ -26,7 +26,7 @@ EXTRA_FIELDS = (REWARD, *TIR_FIELDS)  # what summarize keeps of each sample besi
 
 
 def _kept_by_sc_tir(run: Run, i: int) -> bool:
-    return run.extras["code_last_status"][i] not in ("error", "timeout") and not run.extras["code_limit_reached"][i]
+    return sc_tir_keeps({name: run.extras[name][i] for name in TIR_FIELDS})
 
 
 def _has(runs: list[Run], name: str) -> bool:

@@ -10,9 +10,9 @@ from pathlib import Path
 
 from pipeline_kit.atomic import write_atomic
 from pipeline_kit.errors import UserError
-from pipeline_kit.selection.voting import Candidate, majority, weighted
+from pipeline_kit.selection.voting import Candidate, majority, sc_tir_keeps, weighted
 
-METHODS = {"majority": majority, "weighted": weighted}
+METHODS = {"majority": majority, "weighted": weighted, "sc-tir": majority}  # sc-tir votes over the kept samples
 
 
 def run_files(input_dir: str) -> list[Path]:
@@ -24,8 +24,11 @@ def run_files(input_dir: str) -> list[Path]:
     return sampled or files
 
 
-def read_runs(files: list[Path], weight_field: str | None) -> dict[str, list[tuple[Candidate, dict]]]:
-    """Per problem id, in first-seen order: each run's candidate (index = the run's position) and record."""
+def read_runs(
+    files: list[Path], weight_field: str | None, sc_tir: bool = False
+) -> dict[str, list[tuple[Candidate, dict]]]:
+    """Per problem id, in first-seen order: each run's candidate (index = the run's position) and record. With
+    `sc_tir`, a sample SC-TIR drops keeps its record but not its answer (it cannot win)."""
     problems: dict[str, list[tuple[Candidate, dict]]] = {}
     for index, path in enumerate(files):
         with path.open() as f:
@@ -44,7 +47,15 @@ def read_runs(files: list[Path], weight_field: str | None) -> dict[str, list[tup
                             "or name the field with --weight_field, or use --method=majority."
                         )
                     weight = float(record[weight_field])
-                candidate = Candidate(index, record.get("predicted_answer"), weight)
+                answer = record.get("predicted_answer")
+                if sc_tir:
+                    if "code_last_status" not in record:
+                        raise UserError(
+                            f"{where}: no code_last_status; --method=sc-tir needs runs made with code execution "
+                            "(++code_execution=true), or use --method=majority."
+                        )
+                    answer = answer if sc_tir_keeps(record) else None
+                candidate = Candidate(index, answer, weight)
                 problems.setdefault(str(record["id"]), []).append((candidate, record))
     return problems
 
@@ -88,7 +99,7 @@ def select(input_dir: str, method: str, output_file: str, weight_field: str | No
     picks = genselect_picks(input_dir) if method == "genselect" else None
     files = run_files(input_dir)
     grade_files(files)
-    problems = read_runs(files, weight_field if method == "weighted" else None)
+    problems = read_runs(files, weight_field if method == "weighted" else None, sc_tir=method == "sc-tir")
     chosen, correct, unanswered = [], 0, 0
     for pid, pairs in problems.items():
         if picks is None:

@@ -72,6 +72,12 @@ def weighted(candidates: list[Candidate], same: SameAnswer = grader_equal) -> Ch
     return Choice(max(best, key=lambda c: c.weight), len(best))
 
 
+def sc_tir_keeps(sample: dict) -> bool:
+    """SC-TIR's filter: a TIR sample whose last code round ended in an error or a timeout, or that used up its code
+    executions, does not vote (`code_last_status`, `code_limit_reached`: what kit's TIR writes per sample)."""
+    return sample["code_last_status"] not in ("error", "timeout") and not sample["code_limit_reached"]
+
+
 def logprob_weight(token_logprobs: list[float]) -> float:
     """exp(mean log-probability): the geometric mean of the tokens' probabilities, in (0, 1]."""
     return math.exp(sum(token_logprobs) / len(token_logprobs)) if token_logprobs else 0.0
