@@ -63,6 +63,7 @@ def test_build_keeps_distinct_rephrasings_and_statements_that_ask_about_x(tmp_pa
     write_jsonl(tmp_path / "rephrase" / "output-rs1.jsonl", [{**base, "generation": "Add 3 and 4."}])  # a repeat
     write_jsonl(tmp_path / "rephrase" / "output-rs2.jsonl", [{**base, "generation": " What is  3+4? "}])  # the original
     write_jsonl(tmp_path / "rephrase" / "output-rs3.jsonl", [{**base, "generation": None, "error": "timeout"}])
+    write_jsonl(tmp_path / "rephrase" / "output-rs4.jsonl", [{**base, "generation": "3+4 is \\boxed{7}"}])  # solved
     masked = {"original_id": 7, "masked_question": "What is x+4?", "answer": "7", "masked_value": "3"}
     write_jsonl(tmp_path / "sv" / "output.jsonl", [{**masked, "generation": "x plus 4 is 7."}])
     write_jsonl(tmp_path / "sv2" / "output.jsonl", [{**masked, "generation": "Three plus four is seven."}])
@@ -101,9 +102,9 @@ def metamath_input(tmp_path: Path) -> Path:
 
 def test_recipe_against_the_stub_keeps_what_checks_out_and_reruns_only_what_changed(kit, stub, tmp_path):
     """The stub answers \\boxed{<the last number of the prompt>}; every prompt ends with its question. So:
-    AnsAug keeps b only (0+7 -> 7); a rephrasing is the reply \\boxed{<last number>}, solved as that number: kept
-    for b only; SV statements hold no x: none; FOBAR masks the first number occurring once and appends the answer,
-    which the stub repeats: kept for c only (x+0 = 5 -> 5); d has no number occurring once: no SV/FOBAR."""
+    AnsAug keeps b only (0+7 -> 7); a rephrasing is the reply \\boxed{<last number>}, a solution rather than a
+    question: none; SV statements hold no x: none; FOBAR masks the first number occurring once and appends the
+    answer, which the stub repeats: kept for c only (x+0 = 5 -> 5); d has no number occurring once: no SV/FOBAR."""
     model = stub()
     out = tmp_path / "mm"
     args = ["run_recipe", "metamath", "--model=m", "--server_type=openai", f"--server_address={model.url}",
@@ -116,7 +117,6 @@ def test_recipe_against_the_stub_keeps_what_checks_out_and_reruns_only_what_chan
     assert all(set(r) == QA_FIELDS and r["query"] == r["problem"] and r["response"] == r["generation"] for r in kept)
     assert [(r["type"], r["original_id"], r["query"], r["response"], r["expected_answer"]) for r in kept] == [
         ("AnsAug", "b", "What is 0+7?", "\\boxed{7}", "7"),
-        ("Rephrased", "b", "\\boxed{7}", "\\boxed{7}", "7"),
         (
             "FOBAR",
             "c",
@@ -127,12 +127,12 @@ def test_recipe_against_the_stub_keeps_what_checks_out_and_reruns_only_what_chan
     ]  # fmt: skip  (the two samples of each question are the same: one record each)
     stats = json.loads((out / "collect" / "stats.json").read_text())
     assert {t: (s["questions"], s["solutions"], s["kept"]) for t, s in stats.items()} == {
-        "AnsAug": (4, 8, 1), "Rephrased": (4, 8, 1), "SV": (0, 0, 0), "FOBAR": (3, 6, 1)}  # fmt: skip
+        "AnsAug": (4, 8, 1), "Rephrased": (0, 0, 0), "SV": (0, 0, 0), "FOBAR": (3, 6, 1)}  # fmt: skip
     assert (
         len(list((out / "rephrase").glob("output-rs*.jsonl"))) == 2 and (out / "sv_rewrite" / "output.jsonl").exists()
     )
     sent = len(model.requests())
-    assert sent == 4 * 2 + 3 + 11 * 2  # rephrasings, SV statements, solutions
+    assert sent == 4 * 2 + 3 + 7 * 2  # rephrasings, SV statements, solutions
 
     res = kit(*args)  # the same settings: nothing is submitted, nothing reaches the server
     assert res.returncode == 0, res.stderr
@@ -142,8 +142,8 @@ def test_recipe_against_the_stub_keeps_what_checks_out_and_reruns_only_what_chan
     res = kit(*[a.replace("--num_samples=2", "--num_samples=3") for a in args])  # solve changed: it and collect rerun
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]
     assert plan_lines(res.stderr) == {**dict.fromkeys(stages[:4], "skip"), "solve": "rerun", "collect": "rerun"}
-    assert len(model.requests()) == sent + 11 * 3 and len(list(out.glob("solve.replaced-*"))) == 1
-    assert len(rows(out / "metamath.jsonl")) == 3
+    assert len(model.requests()) == sent + 7 * 3 and len(list(out.glob("solve.replaced-*"))) == 1
+    assert len(rows(out / "metamath.jsonl")) == 2
 
 
 @pytest.mark.parametrize(

@@ -100,8 +100,10 @@ def prepare(input_file: str, out_dir: str) -> str:
 
 
 def rephrasing(text: str | None) -> str:
-    """The question a rephrase reply holds: stripped, a leading "Rephrased question:" label dropped."""
-    return _LABEL.sub("", text or "").strip()
+    """The question a rephrase reply holds: stripped, a leading "Rephrased question:" label dropped; "" when the
+    reply holds a \\boxed{} (the model solved the question instead: its answer would leak into the query)."""
+    text = _LABEL.sub("", text or "").strip()
+    return "" if "\\boxed" in text or "\\fbox" in text else text
 
 
 def sv_question(statement: str | None) -> str | None:
