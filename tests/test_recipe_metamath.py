@@ -155,6 +155,7 @@ def test_recipe_against_the_stub_keeps_what_checks_out_and_reruns_only_what_chan
         (["--generate_args=++inference.tokens=8"], "unknown key"),
         (["--input_file=BAD"], "gsm8k_bad.jsonl:2: the record has no 'expected_answer'"),
         (["--model="], "--model is required"),
+        (["--generate_args=++prompt_config=generic/math"], "--generate_args: ++prompt_config is set per stage"),
     ],
 )
 def test_bad_recipe_input_is_one_line(kit, tmp_path, args, needle):

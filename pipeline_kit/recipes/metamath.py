@@ -80,6 +80,8 @@ def stages(cluster: ClusterConfig, p: Params) -> list[Stage]:
         server.model = recipe_path(cluster, "--model", model)
     models = [server.model] if server.starts_server else []  # a model folder's content is part of the keys
     overrides = (f"++inference.temperature={p.temperature}", *split_args("--generate_args", p.generate_args))
+    if any(a.startswith("++prompt_config=") for a in overrides):
+        raise UserError("--generate_args: ++prompt_config is set per stage (prompts/metamath/*.yaml); drop it.")
     container = "kit" if "kit" in cluster.containers else None
 
     def generation(name: str, input_file: str, seeds: list[int] | None, prompt: str, postprocess=None) -> Stage:
@@ -90,7 +92,7 @@ def stages(cluster: ClusterConfig, p: Params) -> list[Stage]:
         return Stage(name, spec, folder, [f"{folder}/{f}" for f in files], models)
 
     def data_step(name: str, args: list[str], inputs: list[str], outputs: list[str], folder: str = "") -> Stage:
-        """A step of metamath_data as a run_cmd stage; `inputs[0]` of prepare is the user's file (in the key)."""
+        """A step of metamath_data as a run_cmd stage; prepare reads the user's file, so its content is in the key."""
         folder = folder or f"{out}/{name}"
         command = " ".join([cluster.kit_python, "-m", "pipeline_kit.recipes.metamath_data", name,
                             *(shlex.quote(a) for a in args)])  # fmt: skip

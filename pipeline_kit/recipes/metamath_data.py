@@ -199,7 +199,8 @@ def collect(solve_dir: str, out_file: str, stats_file: str) -> str:
     from pipeline_kit.atomic import write_atomic
 
     write_atomic(stats_file, json.dumps(stats, indent=2) + "\n")
-    return f"{len(kept)} solutions kept: " + ", ".join(f"{v['kept']} {t}" for t, v in stats.items() if v["solutions"])
+    by_type = ", ".join(f"{v['kept']} {t}" for t, v in stats.items() if v["solutions"])
+    return f"{len(kept)} solutions kept" + (f": {by_type}" if by_type else "")
 
 
 class _Parser(argparse.ArgumentParser):
