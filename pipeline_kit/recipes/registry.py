@@ -27,6 +27,8 @@ RECIPES = {
     for r in (
         Recipe("aimo", "CoT SFT → TIR SFT → GRPO → eval, each stage skipped when done with the same settings.",
                "pipeline_kit.recipes.aimo"),
+        Recipe("metamath", "MetaMath augmentation (AnsAug, rephrasing, self-verification, FOBAR): sampled solutions "
+               "whose answers check out, as MetaMathQA query/response records.", "pipeline_kit.recipes.metamath"),
     )
 }  # fmt: skip
 
