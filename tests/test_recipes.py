@@ -73,9 +73,10 @@ def test_dry_run_plans_and_touches_nothing(kit, tmp_path):
     base = tmp_path / "m"
     base.mkdir()
     (base / "config.json").write_text("{}")
-    out = tmp_path / "out"
+    out, data_dir = tmp_path / "out", tmp_path / "data"
+    assert kit("prepare_data", "arith", f"--data_dir={data_dir}").returncode == 0  # the eval stage checks its data
     res = kit("run_recipe", "aimo", f"--base_model={base}", f"--output_dir={out}", *aimo_files(tmp_path), *TOY,
-              "--start_from=grpo", "--dry_run")  # fmt: skip
+              f"--data_dir={data_dir}", "--start_from=grpo", "--dry_run")  # fmt: skip
     assert res.returncode == 0, res.stderr
     assert plan_lines(res.stderr) == {"grpo": "run", "eval": "run"}
     assert "==== job aimo-grpo (none)" in res.stdout and "==== job aimo-eval-done (none)" in res.stdout
