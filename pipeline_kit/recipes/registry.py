@@ -27,6 +27,7 @@ RECIPES = {
     for r in (
         Recipe("aimo", "CoT SFT → TIR SFT → GRPO → eval, each stage skipped when done with the same settings.",
                "pipeline_kit.recipes.aimo"),
+        Recipe("magpie_math", "Magpie-style math data: problems → SFT solutions → sampled responses → scores → DPO pairs.", "pipeline_kit.recipes.magpie_math"),
     )
 }  # fmt: skip
 
