@@ -174,7 +174,8 @@ def test_magpie_math_end_to_end_then_a_rerun_submits_nothing(kit, tmp_path):
     args = ["run_recipe", "magpie_math", f"--model={model}", f"--output_dir={out}", "--domains=algebra,number_theory",
             "--num_problems=3", "--num_responses=3", "--problem_tokens=24", "--tokens_to_generate=12",
             "--server_type=transformers", "--scorer=reward", f"--reward_model={SERVICES['KIT_TEST_TINY_RM']}",
-            "--min_score_gap=0", "--generation_args=++max_concurrent_requests=8"]  # fmt: skip
+            "--min_score_gap=0", "--generation_args=++max_concurrent_requests=8",
+            "--problem_temperature=3", "--response_temperature=5"]  # fmt: skip  # the trained tiny model is sure of itself
     env = {"KIT_SERVER_PYTHON": SERVICES["KIT_TEST_HF_PYTHON"]}
     t0 = time.time()
     res = kit(*args, env=env, timeout=400)
