@@ -227,3 +227,20 @@ def test_magpie_math_end_to_end_then_a_rerun_submits_nothing(kit, tmp_path):
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]
     assert plan(res.stderr) == {**dict.fromkeys(stages[:-1], "skip"), "pairs": "rerun"}
     assert read(out / "pairs" / "preference_pairs.jsonl") == []
+
+
+def test_dry_run_stages_for_the_grader_and_for_given_problems(kit, tmp_path):
+    given = tmp_path / "problems.jsonl"
+    given.write_text(json.dumps({"problem": "2+2?", "expected_answer": 4}) + "\n")
+    common = ["run_recipe", "magpie_math", f"--model={tmp_path}", f"--output_dir={tmp_path / 'out'}", "--dry_run"]
+    res = kit(*common)  # the defaults: the grader scores, against each problem's low-temperature solution
+    assert res.returncode == 0, res.stderr
+    assert list(plan(res.stderr)) == ["requests", "problems", "filter", "solutions", "responses", "gather", "scores",
+                                      "pairs"]  # fmt: skip
+    assert "pipeline_kit.recipes.magpie_data grade" in res.stdout and "generation_type=reward" not in res.stdout
+    assert "--score_field=score --min_score_gap=0.5" in res.stdout
+    res = kit(*common, f"--input_file={given}", "--scorer=reward", f"--reward_model={tmp_path}")
+    assert res.returncode == 0, res.stderr
+    assert list(plan(res.stderr)) == ["filter", "solutions", "responses", "gather", "scores", "pairs"]
+    assert "++generation_type=reward" in res.stdout and "--score_field=reward_model_score" in res.stdout
+    assert not (tmp_path / "out").exists()
