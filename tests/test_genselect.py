@@ -195,7 +195,7 @@ def test_bad_genselect_input_is_one_line(kit, none_cluster, stub, tmp_path, setu
     ("flags", "needle"),
     [
         (["++generation_type=genselect"], "++generation_type=genselect needs ++input_dir (the folder of output-rs"),
-        (["++generation_type=pick"], "++generation_type=pick is not one of generate, reward, genselect."),
+        (["++generation_type=pick"], "++generation_type=pick is not one of generate, reward, genselect, magpie."),
         (["--genselect"], "--genselect picks among sampled solutions; add --num_random_seeds=N"),
     ],
 )

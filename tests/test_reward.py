@@ -184,7 +184,10 @@ def test_bad_inputs_are_one_line_errors(recorder, tmp_path):
     inp = solutions(tmp_path / "in.jsonl")
     bad = score(server.url, inp, tmp_path / "o.jsonl", "++generation_type=rewrad")
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
-    assert "++generation_type=rewrad is not one of generate, reward, genselect. Did you mean 'reward'?" in bad.stderr
+    assert (
+        "++generation_type=rewrad is not one of generate, reward, genselect, magpie. Did you mean 'reward'?"
+        in bad.stderr
+    )
 
     no_generation = tmp_path / "gen.jsonl"
     no_generation.write_text('{"problem": "1+1", "generation": "2"}\n{"problem": "2+2"}\n')

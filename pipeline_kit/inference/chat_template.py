@@ -1,5 +1,5 @@
 """Client-side chat templates for the text-completion endpoint: the model's own Jinja template (chat_template.jinja
-or tokenizer_config.json), rendered the way Hugging Face tokenizers render it."""
+or tokenizer_config.json), rendered the way Hugging Face tokenizers render it; also its pre-query prefix (Magpie)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 
 from pipeline_kit.errors import UserError
+
+SENTINEL = "\x00kit-user-content\x00"  # stands for the user's text; the prefix is cut right before it
 
 
 def _special(config: dict, key: str) -> str:
@@ -41,10 +43,28 @@ class ChatTemplate:
 
         env.globals["raise_exception"] = raise_exception
         self.template = env.from_string(text)
+        self.source = source
         self.bos_token = _special(config, "bos_token")
         self.eos_token = _special(config, "eos_token")
 
-    def render(self, messages: list[dict]) -> str:
+    def render(self, messages: list[dict], add_generation_prompt: bool = True) -> str:
         return self.template.render(
-            messages=messages, add_generation_prompt=True, bos_token=self.bos_token, eos_token=self.eos_token
+            messages=messages,
+            add_generation_prompt=add_generation_prompt,
+            bos_token=self.bos_token,
+            eos_token=self.eos_token,
         )
+
+    def pre_query(self, system: str) -> tuple[str, str]:
+        """Magpie's pre-query prefix: the conversation [system, user] rendered up to where the user's text would
+        start, and the end of a user turn (the eos token, else what the template writes right after the user's
+        text up to the line's end) to stop the model's made-up query at."""
+        messages = [{"role": "user", "content": SENTINEL}]
+        rendered = self.render([{"role": "system", "content": system}, *messages] if system else messages, False)
+        if rendered.count(SENTINEL) != 1:
+            raise UserError(f"chat template {self.source}: the user's text does not appear once in the rendering.")
+        prefix, after = rendered.split(SENTINEL)
+        end_of_turn = self.eos_token or after.split("\n")[0].strip()
+        if not end_of_turn:
+            raise UserError(f"chat template {self.source}: no eos_token and nothing marks the end of a user turn.")
+        return prefix, end_of_turn

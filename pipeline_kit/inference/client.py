@@ -117,21 +117,37 @@ class GenerationClient:
             resp = await self.litellm.acompletion(messages=messages, **params)
             text = resp.choices[0].message.content or ""
         else:
-            resp = await self.litellm.atext_completion(prompt=self.template.render(messages) + prefix, **params)
-            text = resp.choices[0].text or ""
+            return await self._text(self.template.render(messages) + prefix, params)
         usage = getattr(resp, "usage", None)
+        return text, int(getattr(usage, "completion_tokens", 0) or 0), resp.choices[0].finish_reason
+
+    async def _text(self, prompt: str, params: dict) -> tuple[str, int, str]:
+        resp = await self.litellm.atext_completion(prompt=prompt, **params)
+        usage = getattr(resp, "usage", None)
+        text = resp.choices[0].text or ""
         return text, int(getattr(usage, "completion_tokens", 0) or 0), resp.choices[0].finish_reason
 
     async def generate(
         self, messages: list[dict], prefix: str = "", stop: list[str] | None = None, max_tokens: int | None = None
     ) -> Completion:
         """One completion; `stop` and `max_tokens` replace the configured ones for this request."""
-        start = time.monotonic()
         overrides = {"stop": stop} if stop is not None else {}
         overrides |= {"max_tokens": max_tokens} if max_tokens is not None else {}
+        return await self._retried(lambda: self._request(messages, prefix, overrides))
+
+    async def complete_text(self, prompt: str, stop: list[str], seed: int) -> Completion:
+        """A text completion of `prompt` as it is (no chat template), e.g. Magpie's pre-query prefix, with this
+        request's own stop phrases (added to the configured ones) and seed."""
+        params = {**self.params, "stop": [*self.cfg.inference.stop_phrases, *stop], "seed": seed}
+        return await self._retried(lambda: self._text(prompt, params))
+
+    async def _retried(self, request) -> Completion:
+        """`request()` (a coroutine of text, tokens, finish reason), retried on transient errors; a context-length
+        error is the sample's `error`."""
+        start = time.monotonic()
         for attempt in range(self.cfg.max_retries + 1):
             try:
-                text, tokens, finish = await self._request(messages, prefix, overrides)
+                text, tokens, finish = await request()
                 return Completion(text, tokens, time.monotonic() - start, finish_reason=finish)
             except self.litellm.ContextWindowExceededError as e:
                 return Completion("", 0, time.monotonic() - start, error=f"context length exceeded: {e}")

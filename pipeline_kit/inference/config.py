@@ -45,7 +45,7 @@ class GenSelectConfig:
 
 @dataclass
 class GenerateConfig:
-    generation_type: str = "generate"  # generate | reward | genselect
+    generation_type: str = "generate"  # generate | reward | genselect | magpie
     input_file: str | None = None  # the problems (required unless generation_type=genselect)
     input_dir: str | None = None  # genselect: the folder of sampled runs (output-rs*.jsonl) to pick from
     output_file: str | None = None  # one unit's output ...
@@ -95,7 +95,7 @@ class GenerateConfig:
             raise UserError(f"++genselect.window={self.genselect.window}: a window compares at least 2 solutions.")
 
 
-GENERATION_TYPES = ("generate", "reward", "genselect")  # what the generation script does with its input
+GENERATION_TYPES = ("generate", "reward", "genselect", "magpie")  # what the generation script does with its input
 
 
 def override_value(value: str) -> str:

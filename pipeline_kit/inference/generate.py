@@ -176,7 +176,13 @@ def _reward_task(cfg: GenerateConfig):
     return RewardTask(cfg)
 
 
-TASKS = {"generate": GenerateTask, "reward": _reward_task, "genselect": _genselect_task}  # by ++generation_type
+def _magpie_task(cfg: GenerateConfig):
+    from pipeline_kit.inference.magpie import MagpieTask
+
+    return MagpieTask(cfg)
+
+
+TASKS = {"generate": GenerateTask, "reward": _reward_task, "genselect": _genselect_task, "magpie": _magpie_task}
 
 
 _DIGESTS: dict[tuple, str] = {}

@@ -14,6 +14,7 @@ from pipeline_kit.resources import resource_dir
 
 PROMPTS_DIR = resource_dir("prompts")
 KEYS = {"system", "user", "few_shot_template", "few_shot_examples"}
+NOT_PROMPTS = ("code_tags", "magpie")  # folders of prompts/ that hold other settings (TIR tags, Magpie's domains)
 
 
 @dataclass
@@ -58,7 +59,7 @@ def resolve_prompt_path(name: str) -> Path:
         names = sorted(
             str(p.relative_to(PROMPTS_DIR).with_suffix(""))
             for p in PROMPTS_DIR.rglob("*.yaml")
-            if p.parent.name != "code_tags"  # code tags are not prompt configs
+            if p.parent.name not in NOT_PROMPTS
         )
         raise UserError(f"++prompt_config={name} is not a shipped prompt ({', '.join(names)}) nor a YAML file.")
     return shipped

@@ -4,8 +4,6 @@ Output layout under --output_dir: cot_sft/, tir_sft/, grpo/ (each a training fol
 
 from __future__ import annotations
 
-import os
-import shlex
 from dataclasses import dataclass
 from typing import Annotated
 
@@ -13,6 +11,7 @@ import typer
 
 from pipeline_kit.cluster import ClusterConfig
 from pipeline_kit.errors import UserError
+from pipeline_kit.recipes.flags import recipe_path, required, split_args
 from pipeline_kit.recipes.stages import Stage
 
 Opt = typer.Option
@@ -44,18 +43,6 @@ class Params:
     ] = False
 
 
-def split_args(flag: str, text: str) -> tuple[str, ...]:
-    """A recipe's '++key=value ...' flag as overrides; anything else is an error naming the flag."""
-    try:
-        args = shlex.split(text)
-    except ValueError as e:
-        raise UserError(f"{flag}: cannot split {text!r} ({e}); quote it like '++key=value ++other=2'.") from None
-    for a in args:
-        if not a.startswith("++") or "=" not in a:
-            raise UserError(f"{flag}: '{a}' is not ++key=value; write e.g. {flag}='++num_epochs=2'.")
-    return tuple(args)
-
-
 def stage_range(start_from: str, stop_after: str) -> list[str]:
     for flag, name in (("--start_from", start_from), ("--stop_after", stop_after)):
         if name not in STAGES:
@@ -64,21 +51,6 @@ def stage_range(start_from: str, stop_after: str) -> list[str]:
     if last < first:
         raise UserError(f"--stop_after={stop_after} comes before --start_from={start_from}; swap them.")
     return list(STAGES[first : last + 1])
-
-
-def required(flag: str, value: str | None, why: str) -> str:
-    if not value:
-        raise UserError(f"{flag} is required {why}.")
-    return value
-
-
-def recipe_path(cluster: ClusterConfig, flag: str, path: str) -> str:
-    """On none, this machine's path made absolute; elsewhere it must already be absolute where the jobs run."""
-    if cluster.executor == "none":
-        return os.path.abspath(path)
-    if not os.path.isabs(path):
-        raise UserError(f"{flag}={path} is relative; on executor '{cluster.executor}' give the absolute path.")
-    return path
 
 
 def stages(cluster: ClusterConfig, p: Params) -> list[Stage]:

@@ -33,7 +33,7 @@ import typer
 
 from pipeline_kit.cluster import ClusterConfig
 from pipeline_kit.errors import UserError
-from pipeline_kit.recipes.aimo import recipe_path, required, split_args
+from pipeline_kit.recipes.flags import recipe_path, required, split_args
 from pipeline_kit.recipes.metamath_data import METHODS, parse_methods, read_problems
 from pipeline_kit.recipes.stages import Stage
 

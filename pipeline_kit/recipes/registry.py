@@ -29,6 +29,8 @@ RECIPES = {
                "pipeline_kit.recipes.aimo"),
         Recipe("metamath", "MetaMath augmentation (AnsAug, rephrasing, self-verification, FOBAR): sampled solutions "
                "whose answers check out, as MetaMathQA query/response records.", "pipeline_kit.recipes.metamath"),
+        Recipe("magpie_math", "Magpie-style math data: problems → SFT solutions → sampled responses → scores → DPO "
+               "pairs.", "pipeline_kit.recipes.magpie_math"),
     )
 }  # fmt: skip
 

@@ -1,0 +1,37 @@
+"""The flag helpers every recipe shares: a '++key=value ...' flag split into overrides, a required flag, and a path
+flag as the jobs will see it."""
+
+from __future__ import annotations
+
+import os
+import shlex
+
+from pipeline_kit.cluster import ClusterConfig
+from pipeline_kit.errors import UserError
+
+
+def split_args(flag: str, text: str) -> tuple[str, ...]:
+    """A recipe's '++key=value ...' flag as overrides; anything else is an error naming the flag."""
+    try:
+        args = shlex.split(text)
+    except ValueError as e:
+        raise UserError(f"{flag}: cannot split {text!r} ({e}); quote it like '++key=value ++other=2'.") from None
+    for a in args:
+        if not a.startswith("++") or "=" not in a:
+            raise UserError(f"{flag}: '{a}' is not ++key=value; write e.g. {flag}='++num_epochs=2'.")
+    return tuple(args)
+
+
+def required(flag: str, value: str | None, why: str) -> str:
+    if not value:
+        raise UserError(f"{flag} is required {why}.")
+    return value
+
+
+def recipe_path(cluster: ClusterConfig, flag: str, path: str) -> str:
+    """On none, this machine's path made absolute; elsewhere it must already be absolute where the jobs run."""
+    if cluster.executor == "none":
+        return os.path.abspath(path)
+    if not os.path.isabs(path):
+        raise UserError(f"{flag}={path} is relative; on executor '{cluster.executor}' give the absolute path.")
+    return path
