@@ -121,6 +121,13 @@ def configs(tmp_path: Path):
 
 
 @pytest.fixture
+def none_cluster(configs) -> list[str]:
+    """The flags of a cluster config with executor none (jobs run as local processes) and a per-test job_dir."""
+    d = configs("local-procs", "executor: none\njob_dir: JOB_DIR\n")
+    return ["--cluster=local-procs", f"--config_dir={d}"]
+
+
+@pytest.fixture
 def kit(tmp_path: Path, user_repo: Path):
     """kit(*args, cwd=user_repo, env=None, timeout=300) -> Result"""
     home = tmp_path / "home"

@@ -91,6 +91,12 @@ def main() -> None:
             usage = {"prompt_tokens": len(prompt), "completion_tokens": 3, "total_tokens": len(prompt) + 3}
             choice = {"index": 0, "finish_reason": "stop"}
             choice |= {"message": {"role": "assistant", "content": text}} if chat else {"text": text}
+            if body.get("logprobs"):  # three tokens of log-probability -(1 + seed) / 10 each
+                value = -(1 + (body.get("seed") or 0)) / 10
+                tokens = [{"token": "t", "logprob": value, "bytes": [116], "top_logprobs": []}] * 3
+                choice["logprobs"] = (
+                    {"content": tokens} if chat else {"tokens": ["t"] * 3, "token_logprobs": [value] * 3}
+                )
             obj = "chat.completion" if chat else "text_completion"
             self.reply(
                 200,

@@ -13,12 +13,6 @@ import pytest
 from conftest import need, problems, rows
 
 
-@pytest.fixture
-def none_cluster(configs):
-    d = configs("local-procs", "executor: none\njob_dir: JOB_DIR\n")
-    return ["--cluster=local-procs", f"--config_dir={d}"]
-
-
 def endpoint(stub) -> list[str]:
     return ["--server_type=openai", f"--server_address={stub.url}", "--model=stub"]
 

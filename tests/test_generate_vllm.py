@@ -107,17 +107,21 @@ def test_generate_through_vllm_on_none(kit, configs, models, tmp_path):
     d = configs("local", cluster_yaml("none", models["KIT_TEST_VLLM_PYTHON"]))
     cluster = ["--cluster=local", f"--config_dir={d}"]
     server = ["--server_type=vllm", f"--model={models['KIT_TEST_TINY_MODEL']}", VLLM_ARGS]
-    res, out = generate(kit, cluster, tmp_path, 24, *server, "--num_chunks=2", "--num_random_seeds=2")
+    res, out = generate(kit, cluster, tmp_path, 24, *server, "--num_chunks=2", "--num_random_seeds=2",
+                        "++inference.logprobs=true")  # fmt: skip
     assert res.returncode == 0, res.stdout + res.stderr
     for seed in (0, 1):
-        check_answers(rows(out / f"output-rs{seed}.jsonl"), 24)
+        check_answers(got := rows(out / f"output-rs{seed}.jsonl"), 24)
+        assert all(-20 < r["mean_logprob"] <= 0 for r in got), got  # the tokens' log-probabilities, from vLLM
     logs = kit("logs", *cluster, "generate").stdout
     assert "server.log" in logs and "client.log" in logs
 
     # text completions: the client renders the model's chat template (vLLM only sees the prompt text)
-    text, _ = generate(kit, cluster, tmp_path, 24, *server, "--expname=text", "++server.endpoint=text")
+    text, _ = generate(kit, cluster, tmp_path, 24, *server, "--expname=text", "++server.endpoint=text",
+                       "++inference.logprobs=true")  # fmt: skip
     assert text.returncode == 0, text.stdout + text.stderr
-    check_answers(rows(out / "output.jsonl"), 24)
+    check_answers(got := rows(out / "output.jsonl"), 24)
+    assert all(-20 < r["mean_logprob"] <= 0 for r in got), got
 
 
 @pytest.mark.slurm

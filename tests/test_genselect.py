@@ -55,12 +55,6 @@ def test_parse_judgment(text, count, index):
 # ---- offline: kit generate ++generation_type=genselect over a folder of runs, judged by the stub
 
 
-@pytest.fixture
-def none_cluster(configs):
-    d = configs("local-procs", "executor: none\njob_dir: JOB_DIR\n")
-    return ["--cluster=local-procs", f"--config_dir={d}"]
-
-
 # per problem, per run (output-rs0..3.jsonl) the generation; the stub picks the largest \boxed number
 RUNS = {
     "p0": ["\\boxed{3}", "\\boxed{9}", "\\boxed{5}", "\\boxed{7}"],  # 2 windows of 2, then their winners: rs1 (9)

@@ -124,6 +124,10 @@ SCORED = [
      ("q3", "2", False, 0.3, "completed", False)],
 ]  # fmt: skip
 EXPECTED = {"q1": "6", "q2": "\\frac{1}{2}", "q3": "3"}
+# mean log-probabilities; weights exp(.): q1 7 (0.905 + 0.905) beats 6 (0.135); q2 1/2 (0.607 + 0.607) beats 1
+# (0.951); q3 2 (0.741 + 0.741) beats 3 (0.819): weighted[mean_logprob]@3 is 1 of 3
+LOGPROBS = [{"q1": -2.0, "q2": -0.05, "q3": -0.3}, {"q1": -0.1, "q2": -0.5, "q3": -0.2},
+            {"q1": -0.1, "q2": -0.5, "q3": -0.3}]  # fmt: skip
 
 
 def write_scored(bench):
@@ -132,7 +136,8 @@ def write_scored(bench):
         records = [
             {"id": pid, "expected_answer": EXPECTED[pid], "generation": f"\\boxed{{{answer}}}", "predicted_answer": answer,
              "symbolic_correct": ok, "num_generated_tokens": 10, "generation_time": 0.1, "reward_model_score": score,
-             "code_rounds_executed": 1, "code_last_status": status, "code_limit_reached": limit}
+             "code_rounds_executed": 1, "code_last_status": status, "code_limit_reached": limit,
+             "mean_logprob": LOGPROBS[seed][pid]}
             for pid, answer, ok, score, status, limit in rows
         ]  # fmt: skip
         (bench / f"output-rs{seed}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
@@ -175,7 +180,8 @@ def test_summarize_reports_each_selection_method_as_a_mode(tmp_path):
     metrics = json.loads((bench / "metrics.json").read_text())["toy"]
     got = {mode: round(metrics[mode]["symbolic_correct"], 2) for mode in metrics if mode.endswith("@3")}
     assert got == {"majority@3": 0.0, "pass@3": 100.0, "majority[equivalent]@3": 33.33,
-                   "weighted[reward_model_score]@3": 66.67, "sc-tir@3": 100.0, "genselect@3": 83.33}  # fmt: skip
+                   "weighted[reward_model_score]@3": 66.67, "weighted[mean_logprob]@3": 33.33,
+                   "sc-tir@3": 100.0, "genselect@3": 83.33}  # fmt: skip
 
 
 def test_weighted_and_sc_tir_modes_need_their_fields_in_every_sample(tmp_path):
@@ -193,3 +199,25 @@ def test_weighted_and_sc_tir_modes_need_their_fields_in_every_sample(tmp_path):
     assert main(["summarize", str(bench)]) == 0
     modes = set(json.loads((bench / "metrics.json").read_text())["toy"])
     assert "majority[equivalent]@3" in modes and not {m for m in modes if m.startswith(("weighted", "sc-tir"))}
+
+
+def test_generate_records_mean_logprob_and_select_weighs_by_it(kit, none_cluster, stub, tmp_path):
+    """++inference.logprobs=true asks for the tokens' log-probabilities (the stub gives seed s's tokens -(1 + s)/10,
+    and answers n + s); kit select --weight_field=mean_logprob weighs by exp of it: the distinct answers each have one
+    vote, so seed 0's (the most probable, and the right one) wins every problem."""
+    from conftest import problems, rows
+
+    server = stub("--add_seed")
+    inp, out = problems(tmp_path, 3), tmp_path / "out"
+    res = kit("generate", *none_cluster, "--server_type=openai", f"--server_address={server.url}", "--model=stub",
+              f"--input_file={inp}", f"--output_dir={out}", "--num_random_seeds=3", "++inference.logprobs=true",
+              "++inference.temperature=0.7")  # fmt: skip
+    assert res.returncode == 0, res.stdout + res.stderr
+    for seed in range(3):
+        assert [r["mean_logprob"] for r in rows(out / f"output-rs{seed}.jsonl")] == pytest.approx(
+            [-(1 + seed) / 10] * 3
+        )
+    assert all(r["body"]["logprobs"] is True for r in server.requests())
+    sel = kit("select", f"--input_dir={out}", "--method=weighted", "--weight_field=mean_logprob",
+              f"--output_file={tmp_path / 'w.jsonl'}")  # fmt: skip
+    assert sel.returncode == 0 and "3 problems, 100.00% correct" in sel.stdout, sel.stdout + sel.stderr

@@ -16,12 +16,6 @@ from pipeline_kit.inference.tir import CodeTags, format_result, load_code_tags
 SESSION_CODE = "x = ({numbers}) if {round} == 0 else x * 2\nprint(x)"  # round 2 needs round 1's x
 
 
-@pytest.fixture
-def none_cluster(configs):
-    d = configs("local-procs", "executor: none\njob_dir: JOB_DIR\n")
-    return ["--cluster=local-procs", f"--config_dir={d}"]
-
-
 def generate(kit, none_cluster, stub_server, tmp_path, n: int, *extra: str):
     inp, out = problems(tmp_path, n), tmp_path / "out"
     args = ["--server_type=openai", f"--server_address={stub_server.url}", "--model=stub"]

@@ -4,6 +4,8 @@ k = n: each needs the math grader to compare answers, which is slower than major
 - `majority[equivalent]@n`: majority vote where answers the grader finds equal count as one (pipeline_kit.selection).
 - `weighted[reward_model_score]@n`: the vote weighted by each sample's reward-model score; only when every sample
   has one (`kit generate ++generation_type=reward` writes it).
+- `weighted[mean_logprob]@n`: weighted by exp(mean log-probability) of each sample's tokens; only when every sample
+  has one (`kit generate ++inference.logprobs=true` writes it).
 - `sc-tir@n`: self-consistency over TIR samples: a sample whose last code round ended in an error or a timeout, or
   that used up its code executions, is dropped, then the majority over equivalent answers of the rest. Only for
   runs made with code execution (their samples have `code_last_status`).
@@ -18,11 +20,24 @@ from __future__ import annotations
 import functools
 
 from pipeline_kit.evaluation.metrics import Run
-from pipeline_kit.selection.voting import Candidate, Choice, grader_equal, majority, sc_tir_keeps, weighted
+from pipeline_kit.selection.voting import (
+    MEAN_LOGPROB,
+    Candidate,
+    Choice,
+    grader_equal,
+    majority,
+    sc_tir_keeps,
+    vote_weight,
+    weighted,
+)
 
 REWARD = "reward_model_score"
 TIR_FIELDS = ("code_last_status", "code_limit_reached")
-EXTRA_FIELDS = (REWARD, *TIR_FIELDS)  # what summarize keeps of each sample besides its answer and correctness
+EXTRA_FIELDS = (
+    REWARD,
+    MEAN_LOGPROB,
+    *TIR_FIELDS,
+)  # what summarize keeps of each sample besides its answer and correctness
 
 
 def _kept_by_sc_tir(run: Run, i: int) -> bool:
@@ -38,8 +53,9 @@ def selection_metrics(runs: list[Run], columns: list[str], common: dict[str, flo
     n, m = len(runs), runs[0].num_problems
     same = functools.lru_cache(maxsize=1 << 16)(grader_equal)  # one benchmark's answers repeat a lot
     modes: dict[str, tuple] = {f"majority[equivalent]@{n}": (majority, None, None)}
-    if _has(runs, REWARD):
-        modes[f"weighted[{REWARD}]@{n}"] = (weighted, REWARD, None)
+    for field in (REWARD, MEAN_LOGPROB):
+        if _has(runs, field):
+            modes[f"weighted[{field}]@{n}"] = (weighted, field, None)
     if all(all(f in r.extras for f in TIR_FIELDS) for r in runs):
         modes[f"sc-tir@{n}"] = (majority, None, _kept_by_sc_tir)
     out = {}
@@ -48,7 +64,11 @@ def selection_metrics(runs: list[Run], columns: list[str], common: dict[str, flo
         unanswered = 0
         for i in range(m):
             candidates = [
-                Candidate(j, _text(run.answers[i]), float(run.extras[weight_field][i]) if weight_field else 1.0)
+                Candidate(
+                    j,
+                    _text(run.answers[i]),
+                    vote_weight(weight_field, run.extras[weight_field][i]) if weight_field else 1.0,
+                )
                 for j, run in enumerate(runs)
                 if keep is None or keep(run, i)
             ]

@@ -26,6 +26,21 @@ class Completion:
 CONTEXT_HINTS = ("context length", "maximum context", "context window", "too long", "max_model_len")
 
 
+def _field(obj, name: str):
+    return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
+
+
+def token_logprobs(choice, chat: bool) -> list[float] | None:
+    """The generated tokens' log-probabilities of a choice (None when none came back): OpenAI's chat shape
+    (logprobs.content[i].logprob) or its text-completion shape (logprobs.token_logprobs)."""
+    logprobs = _field(choice, "logprobs")
+    if logprobs is None:
+        return None
+    if chat:
+        return [float(_field(t, "logprob")) for t in _field(logprobs, "content") or []]
+    return [float(v) for v in _field(logprobs, "token_logprobs") or [] if v is not None]
+
+
 class GenerationClient:
     def __init__(self, cfg: GenerateConfig, api_key: str | None):
         os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # offline: no cost-map download at import
@@ -104,9 +119,11 @@ class GenerationClient:
             params["stop"] = list(inf.stop_phrases)
         if inf.top_k > 0:
             params["extra_body"] = {"top_k": inf.top_k}
+        if inf.logprobs:  # chat: true (a list per token comes back); text: the top-1 count
+            params["logprobs"] = 1 if self.template is not None else True
         return params
 
-    async def _request(self, messages: list[dict], prefix: str, overrides: dict) -> tuple[str, int, str]:
+    async def _request(self, messages: list[dict], prefix: str, overrides: dict) -> tuple:
         """`prefix`: the answer so far, which the model continues (after a code round)."""
         params = {**self.params, **overrides}
         if self.template is None:
@@ -119,13 +136,15 @@ class GenerationClient:
         else:
             return await self._text(self.template.render(messages) + prefix, params)
         usage = getattr(resp, "usage", None)
-        return text, int(getattr(usage, "completion_tokens", 0) or 0), resp.choices[0].finish_reason
+        tokens = int(getattr(usage, "completion_tokens", 0) or 0)
+        return text, tokens, resp.choices[0].finish_reason, token_logprobs(resp.choices[0], chat=True)
 
-    async def _text(self, prompt: str, params: dict) -> tuple[str, int, str]:
+    async def _text(self, prompt: str, params: dict) -> tuple:
         resp = await self.litellm.atext_completion(prompt=prompt, **params)
         usage = getattr(resp, "usage", None)
         text = resp.choices[0].text or ""
-        return text, int(getattr(usage, "completion_tokens", 0) or 0), resp.choices[0].finish_reason
+        tokens = int(getattr(usage, "completion_tokens", 0) or 0)
+        return text, tokens, resp.choices[0].finish_reason, token_logprobs(resp.choices[0], chat=False)
 
     async def generate(
         self, messages: list[dict], prefix: str = "", stop: list[str] | None = None, max_tokens: int | None = None
@@ -147,8 +166,11 @@ class GenerationClient:
         start = time.monotonic()
         for attempt in range(self.cfg.max_retries + 1):
             try:
-                text, tokens, finish = await request()
-                return Completion(text, tokens, time.monotonic() - start, finish_reason=finish)
+                text, tokens, finish, logprobs = await request()
+                extra = (
+                    {} if logprobs is None else {"mean_logprob": sum(logprobs) / len(logprobs) if logprobs else None}
+                )
+                return Completion(text, tokens, time.monotonic() - start, finish_reason=finish, extra=extra)
             except self.litellm.ContextWindowExceededError as e:
                 return Completion("", 0, time.monotonic() - start, error=f"context length exceeded: {e}")
             except self.litellm.BadRequestError as e:

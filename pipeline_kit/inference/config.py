@@ -32,6 +32,7 @@ class InferenceConfig:
     tokens_to_generate: int = 2048
     random_seed: int | None = None  # set per output file by kit generate (output-rs{seed}.jsonl)
     stop_phrases: list[str] = field(default_factory=list)
+    logprobs: bool = False  # ask for the tokens' log-probabilities; each sample gets `mean_logprob` (weighted votes)
 
 
 @dataclass

@@ -57,7 +57,8 @@ def key_fields(cfg: GenerateConfig, input_digest: str) -> dict[str, object]:
         **({"genselect.window": cfg.genselect.window} if genselect else {}),
         "chunk_id": cfg.chunk_id,
         "num_chunks": cfg.num_chunks,
-        **{f"inference.{k}": v for k, v in asdict(cfg.inference).items()},
+        # logprobs only when asked for: older keys (without it) stay valid
+        **{f"inference.{k}": v for k, v in asdict(cfg.inference).items() if k != "logprobs" or v},
         "code_execution": cfg.code_execution,
     }
     if cfg.code_execution:

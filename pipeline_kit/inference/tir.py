@@ -228,6 +228,11 @@ def check_code_settings(cfg: GenerateConfig) -> None:
         )
     if cfg.code_language not in LANGUAGES:
         raise UserError(f"++code_language={cfg.code_language} is not one of {', '.join(LANGUAGES)}.")
+    if cfg.inference.logprobs:
+        raise UserError(
+            "++inference.logprobs=true with ++code_execution=true: a TIR sample spans several requests and its mean "
+            "log-probability is not recorded; drop one of them (SC-TIR votes without weights)."
+        )
     for key in ("max_code_executions", "max_code_output_characters"):
         if getattr(cfg, key) < 0:
             raise UserError(f"++{key}={getattr(cfg, key)} must be 0 or more.")

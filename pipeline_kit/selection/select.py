@@ -10,7 +10,7 @@ from pathlib import Path
 
 from pipeline_kit.atomic import write_atomic
 from pipeline_kit.errors import UserError
-from pipeline_kit.selection.voting import Candidate, majority, sc_tir_keeps, weighted
+from pipeline_kit.selection.voting import Candidate, majority, sc_tir_keeps, vote_weight, weighted
 
 METHODS = {"majority": majority, "weighted": weighted, "sc-tir": majority}  # sc-tir votes over the kept samples
 
@@ -46,7 +46,7 @@ def read_runs(
                             f"{where}: no number in '{weight_field}' for --method=weighted; score the runs first, "
                             "or name the field with --weight_field, or use --method=majority."
                         )
-                    weight = float(record[weight_field])
+                    weight = vote_weight(weight_field, record[weight_field])
                 answer = record.get("predicted_answer")
                 if sc_tir:
                     if "code_last_status" not in record:

@@ -81,3 +81,12 @@ def sc_tir_keeps(sample: dict) -> bool:
 def logprob_weight(token_logprobs: list[float]) -> float:
     """exp(mean log-probability): the geometric mean of the tokens' probabilities, in (0, 1]."""
     return math.exp(sum(token_logprobs) / len(token_logprobs)) if token_logprobs else 0.0
+
+
+MEAN_LOGPROB = "mean_logprob"  # what kit generate ++inference.logprobs=true writes per sample
+
+
+def vote_weight(field: str, value: float) -> float:
+    """A sample's weight from its `field`: a mean log-probability becomes exp(it) (a probability, so weights add
+    up sensibly); any other score (a reward model's) is used as given."""
+    return math.exp(value) if field == MEAN_LOGPROB else float(value)
