@@ -123,8 +123,8 @@ def test_filter_gather_and_grade(tmp_path):
         (["--scorer=reward"], "--scorer=reward needs --reward_model"),
         (["--scorer=judge"], "--scorer=judge is not a scorer; use reward (with --reward_model) or grader."),
         (["--num_responses=1"], "--num_responses=1: a pair needs at least 2 responses per problem."),
-        (["--generation_args=max_concurrent_requests=2"], "--generation_args: 'max_concurrent_requests=2' is not ++key=value"),
-        (["--generation_args=++inference.temprature=1"], "unknown key ++inference.temprature"),
+        (["--generate_args=max_concurrent_requests=2"], "--generate_args: 'max_concurrent_requests=2' is not ++key=value"),
+        (["--generate_args=++inference.temprature=1"], "unknown key ++inference.temprature"),
     ],
 )  # fmt: skip
 def test_bad_recipe_input_is_one_line(kit, tmp_path, args, needle):
@@ -174,7 +174,7 @@ def test_magpie_math_end_to_end_then_a_rerun_submits_nothing(kit, tmp_path):
     args = ["run_recipe", "magpie_math", f"--model={model}", f"--output_dir={out}", "--domains=algebra,number_theory",
             "--num_problems=3", "--num_responses=3", "--problem_tokens=24", "--tokens_to_generate=12",
             "--server_type=transformers", "--scorer=reward", f"--reward_model={SERVICES['KIT_TEST_TINY_RM']}",
-            "--min_score_gap=0", "--generation_args=++max_concurrent_requests=8",
+            "--min_score_gap=0", "--generate_args=++max_concurrent_requests=8",
             "--problem_temperature=3", "--response_temperature=5"]  # fmt: skip  # the trained tiny model is sure of itself
     env = {"KIT_SERVER_PYTHON": SERVICES["KIT_TEST_HF_PYTHON"]}
     t0 = time.time()

@@ -57,8 +57,8 @@ class Params:
     min_score_gap: Annotated[float, Opt("--min_score_gap", help="Least best-minus-worst score of a pair.")] = 0.5
     server_type: Annotated[str, Opt("--server_type", help="The model's server (vllm, transformers...).")] = "vllm"
     server_gpus: Annotated[int, Opt("--server_gpus", help="GPUs of each server.")] = 0
-    generation_args: Annotated[
-        str, Opt("--generation_args", help="++key=value for every generation, e.g. '++max_concurrent_requests=64'.")
+    generate_args: Annotated[
+        str, Opt("--generate_args", help="++key=value for every generation, e.g. '++max_concurrent_requests=64'.")
     ] = ""
 
 
@@ -84,7 +84,7 @@ def stages(cluster: ClusterConfig, p: Params) -> list[Stage]:
     check(p)
     out = recipe_path(cluster, "--output_dir", required("--output_dir", p.output_dir, "(the recipe's folder)"))
     model = recipe_path(cluster, "--model", required("--model", p.model, "(it writes problems and solutions)"))
-    extra = split_args("--generation_args", p.generation_args)
+    extra = split_args("--generate_args", p.generate_args)
     server = ServerSpec(p.server_type, model, gpus=p.server_gpus).validate()
     py = f"{cluster.kit_python} -m pipeline_kit.recipes"
     folder = {name: f"{out}/{name}" for name in ("requests", "problems", "filter", "solutions", "responses",
