@@ -21,9 +21,11 @@ def run_recipe(flags: JobFlags, recipe: Recipe, params) -> int:
         typer.echo(f"{recipe.name}: every stage is done with the same settings; nothing to submit", err=True)
         return 0
     if not flags.dry_run:
-        for line in st.start(plans):
+        moved = st.start(plans)
+        for line in moved:
             typer.echo(line, err=True)
-        jobs = st.recipe_jobs(cluster, plans, options)  # again: a folder moved aside has no finished units now
+        if moved:  # built again: a folder moved aside has no finished units now
+            jobs = st.recipe_jobs(cluster, plans, options)
     return run_jobs(flags, cluster, options.expname, jobs)
 
 

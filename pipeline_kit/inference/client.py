@@ -22,6 +22,15 @@ class Completion:
     finish_reason: str | None = None  # "stop" (end of sequence or a stop phrase) or "length"
     extra: dict = field(default_factory=dict)  # more per-sample fields (code rounds of a TIR sample)
 
+    def sample_fields(self) -> dict:
+        """What a sample records of its completion besides the text: tokens, time, the extra fields, the error."""
+        fields = {
+            "num_generated_tokens": self.num_generated_tokens,
+            "generation_time": round(self.generation_time, 4),
+            **self.extra,
+        }
+        return {**fields, "error": self.error} if self.error else fields
+
 
 CONTEXT_HINTS = ("context length", "maximum context", "context window", "too long", "max_model_len")
 

@@ -96,7 +96,13 @@ class GenerateConfig:
             raise UserError(f"++genselect.window={self.genselect.window}: a window compares at least 2 solutions.")
 
 
-GENERATION_TYPES = ("generate", "reward", "genselect", "magpie")  # what the generation script does with its input
+# what the generation script does with its input: each type's task (rows, open_model, sample), as module:class
+GENERATION_TYPES = {
+    "generate": "pipeline_kit.inference.generate:GenerateTask",
+    "reward": "pipeline_kit.inference.reward:RewardTask",
+    "genselect": "pipeline_kit.inference.genselect:GenSelectTask",
+    "magpie": "pipeline_kit.inference.magpie:MagpieTask",
+}
 
 
 def override_value(value: str) -> str:

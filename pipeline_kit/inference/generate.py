@@ -12,7 +12,7 @@ from pathlib import Path
 
 from pipeline_kit.errors import UserError
 from pipeline_kit.inference import unit_files
-from pipeline_kit.inference.config import GenerateConfig, parse_overrides
+from pipeline_kit.inference.config import GENERATION_TYPES, GenerateConfig, parse_overrides
 from pipeline_kit.inference.prompts import load_prompt_config
 from pipeline_kit.inference.server_wait import ServerError, wait_until_ready
 from pipeline_kit.inference.tir import CodeRunner, check_code_settings
@@ -64,16 +64,7 @@ class GenerateTask:
 
     async def sample(self, i: int, model) -> dict:
         result = await model.generate(self.messages[i])
-        sample = {
-            **self.rows[i][1],
-            "generation": result.text,
-            "num_generated_tokens": result.num_generated_tokens,
-            "generation_time": round(result.generation_time, 4),
-            **result.extra,
-        }
-        if result.error:
-            sample["error"] = result.error
-        return sample
+        return {**self.rows[i][1], "generation": result.text, **result.sample_fields()}
 
 
 class Limited:
@@ -146,7 +137,7 @@ def run(cfg: GenerateConfig) -> None:
         done_key.check_done(out, key, rerun_hint)
         say(f"{out} is done; skipping (pass ++rerun_done=true to redo it)")
     else:
-        asyncio.run(generate_unit(cfg, TASKS[cfg.generation_type](cfg), api_key(cfg), key))
+        asyncio.run(generate_unit(cfg, make_task(cfg), api_key(cfg), key))
         say(f"wrote {out}")
     final = out
     if merged is not None:
@@ -164,25 +155,12 @@ def run(cfg: GenerateConfig) -> None:
         )
 
 
-def _genselect_task(cfg: GenerateConfig):
-    from pipeline_kit.inference.genselect import GenSelectTask
+def make_task(cfg: GenerateConfig):
+    """The task of ++generation_type (its class is imported only when it runs)."""
+    import importlib
 
-    return GenSelectTask(cfg)
-
-
-def _reward_task(cfg: GenerateConfig):
-    from pipeline_kit.inference.reward import RewardTask
-
-    return RewardTask(cfg)
-
-
-def _magpie_task(cfg: GenerateConfig):
-    from pipeline_kit.inference.magpie import MagpieTask
-
-    return MagpieTask(cfg)
-
-
-TASKS = {"generate": GenerateTask, "reward": _reward_task, "genselect": _genselect_task, "magpie": _magpie_task}
+    module, name = GENERATION_TYPES[cfg.generation_type].split(":")
+    return getattr(importlib.import_module(module), name)(cfg)
 
 
 _DIGESTS: dict[tuple, str] = {}

@@ -74,13 +74,4 @@ class MagpieTask:
     async def sample(self, i: int, model) -> dict:
         seed = self.requests[i][2]
         result = await model.generate(self.requests[i])
-        sample = {
-            **self.rows[i][1],
-            PROBLEM_FIELD: result.text.strip(),
-            "seed": seed,
-            "num_generated_tokens": result.num_generated_tokens,
-            "generation_time": round(result.generation_time, 4),
-        }
-        if result.error:
-            sample["error"] = result.error
-        return sample
+        return {**self.rows[i][1], PROBLEM_FIELD: result.text.strip(), "seed": seed, **result.sample_fields()}

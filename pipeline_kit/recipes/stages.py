@@ -147,8 +147,7 @@ def done_job(cluster: ClusterConfig, plan: StagePlan, after: list[Job], options:
     return Job(
         name=f"{options.expname}-{plan.stage.name}-done",
         groups=[group],
-        after=after,
-        run_after=[] if after else list(options.run_after),
+        after=after,  # the stage's own jobs, which wait for any --run_after
         dependency_type="afterok",
         inputs=[],
         outputs=[plan.stage.folder],

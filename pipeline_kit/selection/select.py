@@ -10,6 +10,7 @@ from pathlib import Path
 
 from pipeline_kit.atomic import write_atomic
 from pipeline_kit.errors import UserError
+from pipeline_kit.jsonl import numbered_records
 from pipeline_kit.selection.voting import Candidate, majority, sc_tir_keeps, vote_weight, weighted
 
 METHODS = {"majority": majority, "weighted": weighted, "sc-tir": majority}  # sc-tir votes over the kept samples
@@ -32,10 +33,7 @@ def read_runs(
     problems: dict[str, list[tuple[Candidate, dict]]] = {}
     for index, path in enumerate(files):
         with path.open() as f:
-            for line_no, line in enumerate(f, 1):
-                if not line.strip():
-                    continue
-                record = json.loads(line)
+            for line_no, record in numbered_records(f, path):
                 where = f"{path}:{line_no}"
                 if "id" not in record:
                     raise UserError(f"{where}: the record has no 'id'; runs are matched by id (kit eval writes it).")
