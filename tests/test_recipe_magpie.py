@@ -98,6 +98,10 @@ def test_filter_gather_and_grade(tmp_path):
     ]
     with pytest.raises(UserError, match="in.jsonl:1: 'problem' is int"):
         magpie_data.filter_problems([(1, {"problem": 3})], "in.jsonl")
+    with pytest.raises(UserError, match="in.jsonl:2: id 'a' again \\(first on line 1\\)"):
+        magpie_data.filter_problems(
+            [(1, {"id": "a", "problem": "1+1"}), (2, {"id": "a", "problem": "2+2"})], "in.jsonl"
+        )
 
     solutions = tmp_path / "solutions.jsonl"
     solutions.write_text(json.dumps({"id": "p", "generation": "so \\boxed{4}"}) + "\n"
@@ -109,6 +113,9 @@ def test_filter_gather_and_grade(tmp_path):
             json.dumps({"id": "p", "problem": "2+2", "generation": p_text}) + "\n"
             + json.dumps({"id": "q", "problem": "3+4", "generation": q_text}) + "\n"
         )  # fmt: skip
+    failed = {"id": "q", "problem": "3+4", "generation": "", "error": "HTTP 500"}  # a failed request: no response
+    with (responses / "output-rs1.jsonl").open("a") as f:
+        f.write(json.dumps(failed) + "\n")
     gathered = magpie_data.gather(str(responses), str(solutions))
     assert [(r["id"], r["seed"], r["reference_answer"]) for r in gathered] == [
         ("p", 0, "4"), ("p", 1, "4"), ("q", 0, "7"), ("q", 1, "7")]  # fmt: skip

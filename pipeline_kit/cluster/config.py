@@ -70,6 +70,11 @@ class ClusterConfig:
         """The time limit of a partition: its `timeouts` entry, else `default_timeout`."""
         return self.timeouts.get(partition or "", self.default_timeout)
 
+    @property
+    def kit_container(self) -> str | None:
+        """The container kit's own commands run in where a job names none: the `kit` entry, if defined."""
+        return "kit" if "kit" in self.containers else None
+
     def time_limit(self, partition: str | None, time_min: str | None) -> str | None:
         """A job's Slurm time limit: --time_min, else that of its partition (default: the cluster's `partition`)."""
         return time_min or self.timeout_for(partition or self.partition)

@@ -227,7 +227,7 @@ def client_container(cluster: ClusterConfig, spec: GenerateSpec) -> str | None:
         served = server_container(spec.server, cluster, spec.server_container)
         if served is not None:
             return served
-    return "kit" if "kit" in cluster.containers else None
+    return cluster.kit_container
 
 
 def generation_groups(cluster: ClusterConfig, spec: GenerateSpec, client: object, array: bool) -> list[CommandGroup]:

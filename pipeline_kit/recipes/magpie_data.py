@@ -9,12 +9,12 @@ Every output is written atomically."""
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 from pathlib import Path
 
 from pipeline_kit.errors import UserError
+from pipeline_kit.jsonl import read_jsonl, write_jsonl
 
 DOMAINS_FILE = "magpie/domains.yaml"  # under the shipped prompts/
 GRADE_FIELD = "score"
@@ -40,21 +40,8 @@ def check_domains(text: str) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def read_rows(path: str | Path) -> list[tuple[int, dict]]:
-    from pipeline_kit.jsonl import numbered_records
-
-    try:
-        with open(path, encoding="utf-8") as f:
-            return list(numbered_records(f, path))
-    except FileNotFoundError:
-        raise UserError(f"{path}: no such file; did the stage before this one finish?") from None
-
-
 def write_rows(path: str | Path, rows: list[dict]) -> None:
-    from pipeline_kit.atomic import write_atomic
-
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    write_atomic(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    write_jsonl(path, rows)
     print(f"kit magpie_math: wrote {len(rows)} rows to {path}", file=sys.stderr)
 
 
@@ -72,8 +59,15 @@ def filter_problems(rows: list[tuple[int, dict]], source: str) -> list[dict]:
     """Rows with a non-empty `problem` (and no error), the first of duplicates kept. Rows of a given --input_file
     without id or domain get `input-<line>` and `input`."""
     seen: set[str] = set()
+    ids: dict[str, int] = {}
     kept = []
     for line_no, row in rows:
+        pid = str(row.get("id", f"input-{line_no}"))
+        if pid in ids:  # later steps group responses by id: two problems under one id would be paired together
+            raise UserError(
+                f"{source}:{line_no}: id {pid!r} again (first on line {ids[pid]}); give each problem its own."
+            )
+        ids[pid] = line_no
         problem = row.get("problem")
         if problem is not None and not isinstance(problem, str):
             raise UserError(f"{source}:{line_no}: 'problem' is {type(problem).__name__}, not text; fix that line.")
@@ -121,12 +115,14 @@ def gather(responses_dir: str, solutions_file: str) -> list[dict]:
     if not files:
         raise UserError(f"{responses_dir}: no output-rs*.jsonl; did the responses stage finish?")
     references = {}
-    for _, row in read_rows(solutions_file):
+    for _, row in read_jsonl(solutions_file):
         known = row.get("expected_answer")
         references[row["id"]] = str(known) if known is not None else extract_answer(row.get("generation"))
     by_problem: dict[str, list[dict]] = {}
     for path in files:
-        for _, row in read_rows(path):
+        for _, row in read_jsonl(path):
+            if row.get("error"):  # a failed request is no response: it must not become a pair's rejected side
+                continue
             by_problem.setdefault(row["id"], []).append(
                 {**row, "seed": seed_of(path), REFERENCE_FIELD: references.get(row["id"])}
             )
@@ -134,17 +130,22 @@ def gather(responses_dir: str, solutions_file: str) -> list[dict]:
 
 
 def grade(rows: list[tuple[int, dict]]) -> list[dict]:
-    """Each row with `score` 1.0 (its answer equals the reference) or 0.0; None without a reference answer."""
+    """Each row with `score` 1.0 (its answer equals the reference) or 0.0; None without a reference answer. Graded
+    as `kit grade` grades (multiple choice, lists in any order), in the grader's process pool."""
     from pipeline_kit.evaluation.extraction import extract_answer
-    from pipeline_kit.evaluation.math_grader import Task
-    from pipeline_kit.evaluation.math_grader import grade as verdict
+    from pipeline_kit.evaluation.grade import task_of
+    from pipeline_kit.evaluation.grader_pool import grade_tasks
 
+    referenced = [(line_no, row) for line_no, row in rows if row.get(REFERENCE_FIELD) is not None]
+    tasks = [task_of({**row, "expected_answer": str(row[REFERENCE_FIELD])}, f"line {n}") for n, row in referenced]
+    verdicts = {
+        id(row): (task.predicted, v.correct)
+        for (_, row), task, v in zip(referenced, tasks, grade_tasks(tasks), strict=True)
+    }
     out = []
     for _, row in rows:
-        reference = row.get(REFERENCE_FIELD)
-        predicted = extract_answer(row.get("generation"))
-        score = None if reference is None else float(verdict(Task(predicted, str(reference))).correct)
-        out.append({**row, "predicted_answer": predicted, GRADE_FIELD: score})
+        predicted, correct = verdicts.get(id(row), (extract_answer(row.get("generation")), None))
+        out.append({**row, "predicted_answer": predicted, GRADE_FIELD: None if correct is None else float(correct)})
     return out
 
 
@@ -169,7 +170,7 @@ def main(argv: list[str]) -> int:
             rows = gather(args.responses_dir, args.solutions_file)
         else:
             step = {"filter": lambda r: filter_problems(r, args.input), "sft": sft_rows, "grade": grade}[args.step]
-            rows = step(read_rows(args.input))
+            rows = step(read_jsonl(args.input))
         write_rows(args.output, rows)
     except UserError as e:
         print(f"kit magpie_math: error: {e}", file=sys.stderr)

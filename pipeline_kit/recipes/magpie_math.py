@@ -94,7 +94,7 @@ def stages(cluster: ClusterConfig, p: Params) -> list[Stage]:
 
     def run_cmd(name: str, command: str, output: str, reads: tuple[str, ...] = (), outside: list[str] = ()) -> None:
         """`outside`: files from outside the recipe that it reads (their content is part of the key)."""
-        spec = RunCmdSpec(command, inputs=reads, outputs=(folder[name],))
+        spec = RunCmdSpec(command, container=cluster.kit_container, inputs=reads, outputs=(folder[name],))
         result.append(Stage(name, spec, folder[name], [output], list(outside)))
 
     def generate(name: str, input_file: str, outputs: list[str], overrides: tuple[str, ...], **kw) -> None:

@@ -82,7 +82,7 @@ def stages(cluster: ClusterConfig, p: Params) -> list[Stage]:
     overrides = (f"++inference.temperature={p.temperature}", *split_args("--generate_args", p.generate_args))
     if any(a.startswith("++prompt_config=") for a in overrides):
         raise UserError("--generate_args: ++prompt_config is set per stage (prompts/metamath/*.yaml); drop it.")
-    container = "kit" if "kit" in cluster.containers else None
+    container = cluster.kit_container
 
     def generation(name: str, input_file: str, seeds: list[int] | None, prompt: str, postprocess=None) -> Stage:
         folder = f"{out}/{name}"

@@ -13,6 +13,7 @@ from collections import Counter
 from pathlib import Path
 
 from pipeline_kit.errors import UserError
+from pipeline_kit.jsonl import read_jsonl, write_jsonl
 
 METHODS = ("ansaug", "rephrase", "sv", "fobar")  # --methods, in the order the questions are built
 TYPES = {"ansaug": "AnsAug", "rephrase": "Rephrased", "sv": "SV", "fobar": "FOBAR"}  # MetaMathQA's names
@@ -26,26 +27,10 @@ _OUTPUT = re.compile(r"output(?:-rs\d+)?\.jsonl")  # a generation stage's merged
 _LABEL = re.compile(r"^\s*(?:\*\*)?(?:rephrased|rewritten)(?: question)?\s*:\s*(?:\*\*)?\s*", re.I)
 
 
-def read_records(path: str | Path) -> list[tuple[int, dict]]:
-    from pipeline_kit.jsonl import numbered_records
-
-    try:
-        with open(path, encoding="utf-8") as f:
-            return list(numbered_records(f, path))
-    except OSError as e:
-        raise UserError(f"{path}: cannot read it ({e.strerror}); check the path.") from None
-
-
-def write_records(path: str | Path, records: list[dict]) -> None:
-    from pipeline_kit.atomic import write_atomic
-
-    write_atomic(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
-
-
 def read_problems(path: str | Path) -> list[dict]:
     """The input questions as {original_id, problem, expected_answer}: `id` when the records have one (unique),
     else the line number. A record without `problem` or `expected_answer` is an error naming file:line."""
-    rows = read_records(path)
+    rows = read_jsonl(path)
     if not rows:
         raise UserError(f"{path}: no records; give a JSONL file of problem + expected_answer (kit prepare_data gsm8k).")
     out, seen = [], {}
@@ -93,9 +78,8 @@ def prepare(input_file: str, out_dir: str) -> str:
             question, value = found
             masked.append({"original_id": row["original_id"], "masked_question": question,
                            "answer": row["expected_answer"], "masked_value": value})  # fmt: skip
-    Path(out_dir).mkdir(parents=True, exist_ok=True)
-    write_records(Path(out_dir) / "originals.jsonl", originals)
-    write_records(Path(out_dir) / "masked.jsonl", masked)
+    write_jsonl(Path(out_dir) / "originals.jsonl", originals)
+    write_jsonl(Path(out_dir) / "masked.jsonl", masked)
     return f"{len(originals)} questions, {len(masked)} with a number to mask (SV, FOBAR)"
 
 
@@ -119,7 +103,7 @@ def generated(folder: str) -> list[tuple[Path, int, dict]]:
     files = sorted(f for f in Path(folder).glob("output*.jsonl") if _OUTPUT.fullmatch(f.name))
     if not files:
         raise UserError(f"{folder}: no output.jsonl or output-rs*.jsonl; the generation stage before wrote nothing.")
-    return [(f, n, rec) for f in files for n, rec in read_records(f) if "error" not in rec]
+    return [(f, n, rec) for f in files for n, rec in read_jsonl(f) if "error" not in rec]
 
 
 def question(kind: str, original_id, problem: str, answer: str) -> dict:
@@ -129,8 +113,8 @@ def question(kind: str, original_id, problem: str, answer: str) -> dict:
 def build(prepared: str, methods: list[str], out_file: str, rephrase_dir: str | None, sv_dir: str | None) -> str:
     """The questions to solve: the originals (AnsAug), each distinct rephrasing (its answer the original's), each
     self-verification statement that asks about x, and the FOBAR questions (their answers the masked numbers)."""
-    originals = [r for _, r in read_records(Path(prepared) / "originals.jsonl")]
-    masked = [r for _, r in read_records(Path(prepared) / "masked.jsonl")]
+    originals = [r for _, r in read_jsonl(Path(prepared) / "originals.jsonl")]
+    masked = [r for _, r in read_jsonl(Path(prepared) / "masked.jsonl")]
     by_id = {r["original_id"]: r for r in originals}
     masked_by_id = {r["original_id"]: r for r in masked}
     out: list[dict] = []
@@ -155,7 +139,7 @@ def build(prepared: str, methods: list[str], out_file: str, rephrase_dir: str | 
         for r in masked:
             text = f"{r['masked_question'].rstrip()} {FOBAR_QUESTION.format(answer=r['answer'])}"
             out.append(question("fobar", r["original_id"], text, r["masked_value"]))
-    write_records(out_file, out)
+    write_jsonl(out_file, out)
     counts = Counter(q["type"] for q in out)
     return f"{len(out)} questions to solve: " + ", ".join(f"{counts[TYPES[m]]} {TYPES[m]}" for m in methods)
 
@@ -195,7 +179,7 @@ def collect(solve_dir: str, out_file: str, stats_file: str) -> str:
         kept.append({"query": rec["problem"], "response": rec["generation"], "type": rec["type"],
                      "problem": rec["problem"], "generation": rec["generation"],
                      "expected_answer": rec["expected_answer"], "original_id": rec["original_id"]})  # fmt: skip
-    write_records(out_file, kept)
+    write_jsonl(out_file, kept)
     from pipeline_kit.atomic import write_atomic
 
     write_atomic(stats_file, json.dumps(stats, indent=2) + "\n")

@@ -56,7 +56,8 @@ def preference_pairs(rows: list[dict], score_field: str, min_gap: float, prompt_
 
 def main(argv: list[str]) -> int:
     from pipeline_kit.errors import UserError
-    from pipeline_kit.recipes.magpie_data import read_rows, write_rows
+    from pipeline_kit.jsonl import read_jsonl
+    from pipeline_kit.recipes.magpie_data import write_rows
 
     parser = argparse.ArgumentParser(prog="python -m pipeline_kit.recipes.preference_pairs")
     parser.add_argument("scored")
@@ -66,7 +67,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--prompt_config", required=True)
     args = parser.parse_args(argv)
     try:
-        rows = [row for _, row in read_rows(args.scored)]
+        rows = [row for _, row in read_jsonl(args.scored)]
         pairs = preference_pairs(rows, args.score_field, args.min_score_gap, args.prompt_config)
         write_rows(args.output, pairs)
         print(f"kit magpie_math: {len(pairs)} pairs from {len({r['id'] for r in rows})} problems", file=sys.stderr)

@@ -142,7 +142,7 @@ def done_job(cluster: ClusterConfig, plan: StagePlan, after: list[Job], options:
     """After the stage's jobs succeed: check its outputs and write `.stage.done` with its key."""
     args = [plan.stage.folder, plan.key, *plan.stage.outputs]
     line = f"{cluster.kit_python} -m pipeline_kit.recipes.stage_done {' '.join(shlex.quote(a) for a in args)}"
-    group = CommandGroup([Command(line, name="done", container="kit" if "kit" in cluster.containers else None)])
+    group = CommandGroup([Command(line, name="done", container=cluster.kit_container)])
     options.apply_to(group)
     return Job(
         name=f"{options.expname}-{plan.stage.name}-done",
