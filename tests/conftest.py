@@ -120,6 +120,13 @@ def configs(tmp_path: Path):
     return write
 
 
+def plan_lines(stderr: str, recipe: str) -> dict[str, str]:
+    """{stage: action} from the plan `kit run_recipe RECIPE` prints ("RECIPE: stage NAME: ACTION (why)")."""
+    prefix = f"{recipe}: stage "
+    pairs = (line.removeprefix(prefix).split(": ", 1) for line in stderr.splitlines() if line.startswith(prefix))
+    return {stage: action.split(" ")[0] for stage, action in pairs}
+
+
 @pytest.fixture
 def none_cluster(configs) -> list[str]:
     """The flags of a cluster config with executor none (jobs run as local processes) and a per-test job_dir."""

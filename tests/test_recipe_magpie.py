@@ -7,10 +7,9 @@ from __future__ import annotations
 import json
 import shutil
 import time
-from pathlib import Path
 
 import pytest
-from conftest import SERVICES, need
+from conftest import SERVICES, need, plan_lines, rows
 
 from pipeline_kit.errors import UserError
 from pipeline_kit.inference.chat_template import ChatTemplate
@@ -75,7 +74,8 @@ def test_pair_selection_by_hand():
     assert (best["seed"], worst["seed"]) == (0, 1)
     assert select_pair([response("c", 0, 1.0), response("c", 1, 1.0)], "s", 0.0) is None  # all equal: no pair
     assert select_pair([response("d", 0, 1.0), response("d", 1, None)], "s", 0.0) is None  # one scored response
-    assert select_pair([response("e", 0, float("nan")), response("e", 1, 1.0), response("e", 2, 0.0)], "s", 1.0)
+    best, worst = select_pair([response("e", 0, float("nan")), response("e", 1, 1.0), response("e", 2, 0.0)], "s", 1.0)
+    assert (best["seed"], worst["seed"]) == (1, 2)  # a NaN score is no score
 
     pairs = preference_pairs(rows + tied, "s", 0.5, "generic/math")
     assert [(p["id"], p["chosen_score"], p["rejected_score"]) for p in pairs] == [("a", 2.0, -1.0), ("b", 1.0, 0.0)]
@@ -157,16 +157,6 @@ def test_magpie_generation_type_needs_the_text_endpoint_and_a_system_field(tmp_p
         MagpieTask(parse_overrides([*base, "++server.endpoint=text"]))
 
 
-def read(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines()]
-
-
-def plan(stderr: str) -> dict[str, str]:
-    prefix = "magpie_math: stage "
-    return {s: a.split(" ")[0] for s, a in (ln.removeprefix(prefix).split(": ", 1) for ln in stderr.splitlines()
-                                           if ln.startswith(prefix))}  # fmt: skip
-
-
 @pytest.mark.models
 def test_magpie_math_end_to_end_then_a_rerun_submits_nothing(kit, tmp_path):
     need("KIT_TEST_TINY_MODEL", "the tiny model (tests/services/models_up.sh)")
@@ -189,28 +179,28 @@ def test_magpie_math_end_to_end_then_a_rerun_submits_nothing(kit, tmp_path):
     assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-2000:]
     print(f"magpie_math recipe on none, 8 stages, 4 servers: {time.time() - t0:.1f}s")
     stages = ["requests", "problems", "filter", "solutions", "responses", "gather", "scores", "pairs"]
-    assert plan(res.stderr) == dict.fromkeys(stages, "run")
+    assert plan_lines(res.stderr, "magpie_math") == dict.fromkeys(stages, "run")
 
-    requests = read(out / "requests" / "requests.jsonl")
+    requests = rows(out / "requests" / "requests.jsonl")
     assert [r["id"] for r in requests] == [f"{d}-{k}" for d in ("algebra", "number_theory") for k in range(3)]
     assert all(
         r["system"].startswith("You are a helpful assistant for " + r["domain"].replace("_", " ")) for r in requests
     )
-    written = read(out / "problems" / "output.jsonl")
+    written = rows(out / "problems" / "output.jsonl")
     assert [r["id"] for r in written] == [r["id"] for r in requests]
     assert all(isinstance(r["problem"], str) for r in written) and len({r["seed"] for r in written}) == 6
-    problems = read(out / "filter" / "problems.jsonl")
-    expected = list({magpie_data.problem_key(r["problem"]): r for r in written if r["problem"]}.values())
+    problems = rows(out / "filter" / "problems.jsonl")
+    expected = list({" ".join(r["problem"].split()).lower(): r for r in written if r["problem"]}.values())
     assert problems and [set(r) for r in problems] == [{"id", "domain", "problem"}] * len(problems)
     assert {r["problem"] for r in problems} == {r["problem"] for r in expected}
-    sft = read(out / "solutions" / "sft.jsonl")
+    sft = rows(out / "solutions" / "sft.jsonl")
     assert sft and all(set(r) == {"problem", "generation", "id", "domain", "source"} for r in sft)
     assert {r["problem"] for r in sft} <= {r["problem"] for r in problems}
     for k in range(3):
-        assert len(read(out / "responses" / f"output-rs{k}.jsonl")) == len(problems)
-    scored = read(out / "scores" / "output.jsonl")
+        assert len(rows(out / "responses" / f"output-rs{k}.jsonl")) == len(problems)
+    scored = rows(out / "scores" / "output.jsonl")
     assert len(scored) == 3 * len(problems) and all(isinstance(r["reward_model_score"], float) for r in scored)
-    pairs = read(out / "pairs" / "preference_pairs.jsonl")
+    pairs = rows(out / "pairs" / "preference_pairs.jsonl")
     by_id = {}
     for r in scored:
         by_id.setdefault(r["id"], []).append(r)
@@ -226,14 +216,14 @@ def test_magpie_math_end_to_end_then_a_rerun_submits_nothing(kit, tmp_path):
 
     res = kit(*args, env=env)  # the same settings: nothing is submitted
     assert res.returncode == 0, res.stderr
-    assert plan(res.stderr) == dict.fromkeys(stages, "skip") and "nothing to submit" in res.stderr
+    assert plan_lines(res.stderr, "magpie_math") == dict.fromkeys(stages, "skip") and "nothing to submit" in res.stderr
     assert "job" not in res.stdout
 
     changed = [a if a != "--min_score_gap=0" else "--min_score_gap=1000" for a in args]
     res = kit(*changed, env=env, timeout=120)  # only the last stage's setting changed: only it reruns
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]
-    assert plan(res.stderr) == {**dict.fromkeys(stages[:-1], "skip"), "pairs": "rerun"}
-    assert read(out / "pairs" / "preference_pairs.jsonl") == []
+    assert plan_lines(res.stderr, "magpie_math") == {**dict.fromkeys(stages[:-1], "skip"), "pairs": "rerun"}
+    assert rows(out / "pairs" / "preference_pairs.jsonl") == []
 
 
 def test_dry_run_stages_for_the_grader_and_for_given_problems(kit, tmp_path):
@@ -242,12 +232,19 @@ def test_dry_run_stages_for_the_grader_and_for_given_problems(kit, tmp_path):
     common = ["run_recipe", "magpie_math", f"--model={tmp_path}", f"--output_dir={tmp_path / 'out'}", "--dry_run"]
     res = kit(*common)  # the defaults: the grader scores, against each problem's low-temperature solution
     assert res.returncode == 0, res.stderr
-    assert list(plan(res.stderr)) == ["requests", "problems", "filter", "solutions", "responses", "gather", "scores",
+    assert list(plan_lines(res.stderr, "magpie_math")) == ["requests", "problems", "filter", "solutions", "responses", "gather", "scores",
                                       "pairs"]  # fmt: skip
     assert "pipeline_kit.recipes.magpie_data grade" in res.stdout and "generation_type=reward" not in res.stdout
     assert "--score_field=score --min_score_gap=0.5" in res.stdout
     res = kit(*common, f"--input_file={given}", "--scorer=reward", f"--reward_model={tmp_path}")
     assert res.returncode == 0, res.stderr
-    assert list(plan(res.stderr)) == ["filter", "solutions", "responses", "gather", "scores", "pairs"]
+    assert list(plan_lines(res.stderr, "magpie_math")) == [
+        "filter",
+        "solutions",
+        "responses",
+        "gather",
+        "scores",
+        "pairs",
+    ]
     assert "++generation_type=reward" in res.stdout and "--score_field=reward_model_score" in res.stdout
     assert not (tmp_path / "out").exists()

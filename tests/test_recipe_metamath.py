@@ -9,11 +9,9 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import SERVICES, need, rows
+from conftest import SERVICES, need, plan_lines, rows
 
 from pipeline_kit.errors import UserError
-from pipeline_kit.evaluation.extraction import extract_answer
-from pipeline_kit.evaluation.math_grader import Task, grade
 from pipeline_kit.recipes import metamath_data as md
 
 QA_FIELDS = {"query", "response", "type", "problem", "generation", "expected_answer", "original_id"}
@@ -23,15 +21,6 @@ def write_jsonl(path: Path, records: list[dict]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(json.dumps(r) + "\n" for r in records))
     return path
-
-
-def plan_lines(stderr: str) -> dict[str, str]:
-    """{stage: action} from the plan the recipe prints."""
-    return {
-        line.removeprefix("metamath: stage ").split(": ")[0]: line.split(": ")[2].split(" ")[0]
-        for line in stderr.splitlines()
-        if line.startswith("metamath: stage ")
-    }
 
 
 @pytest.mark.parametrize(
@@ -112,7 +101,7 @@ def test_recipe_against_the_stub_keeps_what_checks_out_and_reruns_only_what_chan
     res = kit(*args)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]
     stages = ("prepare", "rephrase", "sv_rewrite", "build", "solve", "collect")
-    assert plan_lines(res.stderr) == dict.fromkeys(stages, "run")
+    assert plan_lines(res.stderr, "metamath") == dict.fromkeys(stages, "run")
     kept = rows(out / "metamath.jsonl")
     assert all(set(r) == QA_FIELDS and r["query"] == r["problem"] and r["response"] == r["generation"] for r in kept)
     assert [(r["type"], r["original_id"], r["query"], r["response"], r["expected_answer"]) for r in kept] == [
@@ -136,12 +125,16 @@ def test_recipe_against_the_stub_keeps_what_checks_out_and_reruns_only_what_chan
 
     res = kit(*args)  # the same settings: nothing is submitted, nothing reaches the server
     assert res.returncode == 0, res.stderr
-    assert plan_lines(res.stderr) == dict.fromkeys(stages, "skip") and len(model.requests()) == sent
+    assert plan_lines(res.stderr, "metamath") == dict.fromkeys(stages, "skip") and len(model.requests()) == sent
     assert "every stage is done with the same settings; nothing to submit" in res.stderr
 
     res = kit(*[a.replace("--num_samples=2", "--num_samples=3") for a in args])  # solve changed: it and collect rerun
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]
-    assert plan_lines(res.stderr) == {**dict.fromkeys(stages[:4], "skip"), "solve": "rerun", "collect": "rerun"}
+    assert plan_lines(res.stderr, "metamath") == {
+        **dict.fromkeys(stages[:4], "skip"),
+        "solve": "rerun",
+        "collect": "rerun",
+    }
     assert len(model.requests()) == sent + 7 * 3 and len(list(out.glob("solve.replaced-*"))) == 1
     assert len(rows(out / "metamath.jsonl")) == 2
 
@@ -188,7 +181,7 @@ def test_metamath_runs_end_to_end_with_the_tiny_model(kit, tmp_path):
     assert kept, "the tiny model answers a+b: some AnsAug solutions must be kept"
     for r in kept:
         assert set(r) == QA_FIELDS and r["query"] == r["problem"] and r["response"] == r["generation"]
-        assert grade(Task(extract_answer(r["generation"]), r["expected_answer"])).correct, r
+        assert f"\\boxed{{{r['expected_answer']}}}" in r["generation"], r  # the tiny model boxes its answer
     solved = [rec for f in sorted((out / "solve").glob("output-rs*.jsonl")) for rec in rows(f)]
     right = {(r["problem"], r["generation"]) for r in solved if r["symbolic_correct"]}
     assert {(r["problem"], r["generation"]) for r in kept} == right  # every right one, nothing else

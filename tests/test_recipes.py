@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import SERVICES, need
+from conftest import SERVICES, need, plan_lines
 from test_training import TRAIN_ENV, additions, slurm_train_config
 
 TOY = ["--sft_args=++max_steps=2 ++max_length=64 ++logging_steps=1",
@@ -25,16 +25,6 @@ def aimo_files(tmp_path: Path) -> list[str]:
     tir = additions(tmp_path / "tir.jsonl", 16, 1)
     rl = additions(tmp_path / "rl.jsonl", 8, 2, with_generation=False)
     return [f"--cot_data={cot}", f"--tir_data={tir}", f"--rl_data={rl}"]
-
-
-def plan_lines(stderr: str) -> dict[str, str]:
-    """{stage: action} from the plan the recipe prints."""
-    out = {}
-    for line in stderr.splitlines():
-        if line.startswith("aimo: stage "):
-            stage, action = line.removeprefix("aimo: stage ").split(": ", 1)
-            out[stage] = action.split(" ")[0]
-    return out
 
 
 def test_run_recipe_help_lists_recipes_and_their_parameters(kit):
@@ -78,7 +68,7 @@ def test_dry_run_plans_and_touches_nothing(kit, tmp_path):
     res = kit("run_recipe", "aimo", f"--base_model={base}", f"--output_dir={out}", *aimo_files(tmp_path), *TOY,
               f"--data_dir={data_dir}", "--start_from=grpo", "--dry_run")  # fmt: skip
     assert res.returncode == 0, res.stderr
-    assert plan_lines(res.stderr) == {"grpo": "run", "eval": "run"}
+    assert plan_lines(res.stderr, "aimo") == {"grpo": "run", "eval": "run"}
     assert "==== job aimo-grpo (none)" in res.stdout and "==== job aimo-eval-done (none)" in res.stdout
     assert "aimo-cot_sft" not in res.stdout and not out.exists()
 
@@ -96,7 +86,7 @@ def test_aimo_runs_end_to_end_reruns_nothing_and_reruns_from_a_changed_stage(kit
     res = kit(*args, env=env, timeout=600)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]
     print(f"aimo recipe on none, all 4 stages: {time.time() - t0:.1f}s")
-    assert plan_lines(res.stderr) == dict.fromkeys(("cot_sft", "tir_sft", "grpo", "eval"), "run")
+    assert plan_lines(res.stderr, "aimo") == dict.fromkeys(("cot_sft", "tir_sft", "grpo", "eval"), "run")
     for stage in ("cot_sft", "tir_sft", "grpo"):
         assert (out / stage / "final" / "config.json").is_file(), stage
         trained_from = json.loads((out / stage / "kit-train.json").read_text())
@@ -107,19 +97,20 @@ def test_aimo_runs_end_to_end_reruns_nothing_and_reruns_from_a_changed_stage(kit
 
     res = kit(*args, env=env)  # the same settings: nothing is submitted
     assert res.returncode == 0, res.stderr
-    assert plan_lines(res.stderr) == dict.fromkeys(keys, "skip")
+    assert plan_lines(res.stderr, "aimo") == dict.fromkeys(keys, "skip")
     assert "every stage is done with the same settings; nothing to submit" in res.stderr and "job" not in res.stdout
 
     changed = [a.replace("++max_steps=1", "++max_steps=2") if a.startswith("--grpo_args") else a for a in args]
     res = kit(*changed, env=env, timeout=600)  # GRPO changed: it and eval rerun, the SFT stages are kept
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]
-    assert plan_lines(res.stderr) == {"cot_sft": "skip", "tir_sft": "skip", "grpo": "rerun", "eval": "rerun"}
+    assert plan_lines(res.stderr, "aimo") == {"cot_sft": "skip", "tir_sft": "skip", "grpo": "rerun", "eval": "rerun"}
     assert len(list(out.glob("grpo.replaced-*"))) == 1 and len(list(out.glob("eval.replaced-*"))) == 1
     assert (out / "grpo" / "checkpoint-2").is_dir()
     now = {s: json.loads((out / s / ".stage.done").read_text())["key"] for s in keys}
     assert [s for s in keys if now[s] != keys[s]] == ["grpo", "eval"]
 
 
+@pytest.mark.slurm
 @pytest.mark.models
 def test_aimo_on_the_local_slurm(kit, configs, tmp_path):
     """The same recipe as one Slurm submission: every stage a job (the eval a het job: server + client) after the

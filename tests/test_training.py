@@ -293,8 +293,6 @@ def steps_per_second(tmp_path: Path, data: Path) -> float:
     return 150 / float(m[1])
 
 
-@pytest.mark.slurm
-@pytest.mark.models
 def slurm_train_config(configs) -> Path:
     """The local Slurm as a cluster config whose jobs train with this venv's Python and serve with the model venv."""
     env = {"KIT_TRAIN_PYTHON": BIN / "python", "KIT_SERVER_PYTHON": SERVICES["KIT_TEST_HF_PYTHON"], **TRAIN_ENV}
@@ -302,6 +300,8 @@ def slurm_train_config(configs) -> Path:
                    + "".join(f"  - {k}={v}\n" for k, v in env.items()))  # fmt: skip
 
 
+@pytest.mark.slurm
+@pytest.mark.models
 def test_sft_on_slurm_saves_on_the_signal_and_the_next_job_resumes(kit, configs, tmp_path):
     """A 1-minute limit: the first job gets SIGUSR1 before its limit, saves, and is stopped by the limit (TIMEOUT);
     the next job of the --dependent_jobs chain resumes from the newest complete checkpoint (its log names the step)
