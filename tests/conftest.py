@@ -155,12 +155,13 @@ def none_cluster(configs) -> list[str]:
 
 @pytest.fixture
 def kit(tmp_path: Path, user_repo: Path):
-    """kit(*args, cwd=user_repo, env=None, timeout=300) -> Result"""
+    """kit(*args, cwd=user_repo, env=None, timeout=300) -> Result; a variable given as None is unset."""
     home = tmp_path / "home"
     home.mkdir()
 
     def run(*args: str, cwd: Path | None = None, env: dict | None = None, timeout: int = 300) -> Result:
         full_env = {**os.environ, **SERVICES, "KIT_HOME": str(home / ".kit"), **(env or {})}
+        full_env = {name: value for name, value in full_env.items() if value is not None}
         full_env["PATH"] = f"{BIN}{os.pathsep}{full_env['PATH']}"
         proc = subprocess.run(
             [str(BIN / "kit"), *args],

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 import sys
+from pathlib import Path
 
 import pytest
-from conftest import free_port, need, problems, rows
+from conftest import BIN, free_port, need, problems, rows
 
 
 def endpoint(stub) -> list[str]:
@@ -148,10 +150,26 @@ def test_client_only_array_on_slurm(kit, configs, stub, tmp_path):
 def test_flag_errors_are_one_line_exit_2(kit, none_cluster, tmp_path, flags, needle):
     inp = problems(tmp_path, 2)
     base = [*none_cluster, "--model=/m", f"--input_file={inp}", f"--output_dir={tmp_path / 'out'}"]
-    res = kit("generate", *base, *flags)
+    res = kit("generate", *base, *flags, env={"KIT_SERVER_PYTHON": "python3"})  # (vLLM is not installed here)
     assert res.returncode == 2, res.stdout + res.stderr
     assert needle in res.stderr and len(res.stderr.strip().splitlines()) == 1, res.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_the_server_runs_on_kits_python_else_the_error_names_the_variable(kit, none_cluster, tmp_path):
+    """On none the server runs here: kit's own Python when it has the server's modules (this venv has transformers,
+    not vLLM), else python3 on PATH when that has them (here: the same venv), else one line naming KIT_SERVER_PYTHON."""
+    model = tmp_path / "model"
+    model.mkdir()
+    base = [*none_cluster, f"--model={model}", f"--input_file={problems(tmp_path, 2)}", "--output_dir=/o", "--dry_run"]
+    res = kit("generate", *base, env={"KIT_SERVER_PYTHON": None})
+    assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1, res.stdout + res.stderr
+    assert "--server_type=vllm needs vllm" in res.stderr and "export KIT_SERVER_PYTHON=" in res.stderr, res.stderr
+    res = kit("generate", *base, env={"KIT_SERVER_PYTHON": "/opt/vllm/bin/python"})
+    assert res.returncode == 0 and '"${KIT_SERVER_PYTHON:-python3}" -m vllm.entrypoints' in res.stdout, res.stderr
+    res = kit("generate", *base, "--server_type=transformers", env={"KIT_SERVER_PYTHON": None})
+    python = re.search(r'"\$\{KIT_SERVER_PYTHON:-(\S+)\}" -m pipeline_kit.servers.transformers_serve', res.stdout)
+    assert res.returncode == 0 and python and Path(python[1]).parent == BIN, res.stdout + res.stderr
 
 
 def test_relative_paths_are_refused_off_this_machine(kit, configs):

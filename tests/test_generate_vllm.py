@@ -164,6 +164,22 @@ def test_transformers_server_type_and_start_server(kit, configs, models, tmp_pat
     assert subprocess.run(["bash", "-c", f"ss -Hltn 'sport = :{port}' | grep -q ."]).returncode == 1, "still serving"
 
 
+def test_kit_of_a_venv_not_on_path_serves_with_its_own_python(configs, models, user_repo, tmp_path):
+    """`/path/to/venv/bin/kit generate --server_type=transformers` from a shell where the venv is not activated:
+    python3 on PATH lacks transformers and no KIT_SERVER_PYTHON is set, so the server must run on kit's own Python."""
+    d = configs("here", "executor: none\njob_dir: JOB_DIR\nenv_vars: ['HF_HUB_OFFLINE=1']\n")
+    inp, out = additions(tmp_path / "in.jsonl", 6), tmp_path / "out"
+    unset = ("KIT_SERVER_PYTHON", "KIT_CLIENT_PYTHON", "VIRTUAL_ENV")
+    env = {name: value for name, value in {**os.environ, **SERVICES}.items() if name not in unset}
+    env.update(PATH="/usr/local/bin:/usr/bin:/bin", KIT_HOME=str(tmp_path / "kh"))
+    argv = [str(BIN / "kit"), "generate", "--cluster=here", f"--config_dir={d}", "--server_type=transformers",
+            f"--model={models['KIT_TEST_TINY_MODEL']}", f"--input_file={inp}", f"--output_dir={out}",
+            "++prompt_config=generic/math", "++inference.tokens_to_generate=12"]  # fmt: skip
+    res = subprocess.run(argv, cwd=user_repo, env=env, capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stdout + res.stderr
+    check_answers(rows(out / "output.jsonl"), 6)
+
+
 def test_transformers_server_samples_by_seed_with_requests_in_flight(kit, configs, models, tmp_path):
     """The tiny model's generation_config.json has do_sample false, which `transformers serve` alone keeps at any
     temperature. At temperature 1.0 two seeds give different samples, and a seed gives its samples again with 8

@@ -18,17 +18,17 @@ def command(kind: str, **kw) -> str:
 
 def test_vllm_single_node_tensor_parallel_and_args():
     assert command("vllm", gpus=8, server_args="--max-model-len 4096") == (
-        "${KIT_SERVER_PYTHON:-python3} -m vllm.entrypoints.openai.api_server --model /models/qwen"
+        '"${KIT_SERVER_PYTHON:-python3}" -m vllm.entrypoints.openai.api_server --model /models/qwen'
         " --served-model-name /models/qwen --host 0.0.0.0 --port 8000 --tensor-parallel-size 8 --max-model-len 4096"
     )
 
 
 def test_vllm_on_cpu_gets_a_kv_cache_that_fits_unless_the_user_sized_it():
     """vLLM CPU would reserve 0.9 of the node's memory and refuse to start when less is free."""
-    assert command("vllm", gpus=0).startswith('VLLM_CPU_KVCACHE_SPACE="${VLLM_CPU_KVCACHE_SPACE:-2}" ${KIT_SERVER')
+    assert command("vllm", gpus=0).startswith('VLLM_CPU_KVCACHE_SPACE="${VLLM_CPU_KVCACHE_SPACE:-2}" "${KIT_SERVER')
     for own in ("--kv-cache-memory-bytes 1073741824", "--gpu-memory-utilization 0.5"):
-        assert command("vllm", gpus=0, server_args=own).startswith("${KIT_SERVER_PYTHON")
-    assert command("vllm", gpus=1).startswith("${KIT_SERVER_PYTHON")
+        assert command("vllm", gpus=0, server_args=own).startswith('"${KIT_SERVER_PYTHON')
+    assert command("vllm", gpus=1).startswith('"${KIT_SERVER_PYTHON')
 
 
 def test_vllm_multi_node_goes_through_ray():
@@ -40,7 +40,7 @@ def test_vllm_multi_node_goes_through_ray():
 
 def test_sglang_multi_node_uses_dist_init_flags():
     assert command("sglang", gpus=8, nodes=2) == (
-        "${KIT_SERVER_PYTHON:-python3} -m sglang.launch_server --model-path /models/qwen"
+        '"${KIT_SERVER_PYTHON:-python3}" -m sglang.launch_server --model-path /models/qwen'
         " --served-model-name /models/qwen --host 0.0.0.0 --port 8000 --tp 16"
         f" --nnodes 2 --node-rank ${{SLURM_PROCID:-0}} --dist-init-addr {HEAD_HOST}:20000"
     )
@@ -51,10 +51,10 @@ def test_trtllm_and_transformers_commands():
     # a reward model (config.json names a *ForSequenceClassification) gets kit's reward server, decided in the job
     where = "/models/qwen --device cpu --host 0.0.0.0 --port 8000"
     assert command("transformers") == (
-        "if grep -qs ForSequenceClassification /models/qwen/config.json; then ${KIT_SERVER_PYTHON:-python3} -m "
+        'if grep -qs ForSequenceClassification /models/qwen/config.json; then "${KIT_SERVER_PYTHON:-python3}" -m '
         f"pipeline_kit.servers.reward_server {where}; else "
         'export HF_HUB_CACHE="${HF_HUB_CACHE:-$KIT_LOG_DIR/hf-cache}" && mkdir -p "$HF_HUB_CACHE" && '
-        f"${{KIT_SERVER_PYTHON:-python3}} -m pipeline_kit.servers.transformers_serve {where}; fi"
+        f'"${{KIT_SERVER_PYTHON:-python3}}" -m pipeline_kit.servers.transformers_serve {where}; fi'
     )
 
 

@@ -274,7 +274,9 @@ def generation_groups(cluster: ClusterConfig, spec: GenerateSpec, client: object
         if array and sandboxed:
             return [CommandGroup([*sandboxed.commands, client_cmd], name="generate", needs_namespaces=True)]
         return [CommandGroup([client_cmd], name="client"), *([sandboxed] if sandboxed else [])]
-    served = server_group(spec.server, server_container(spec.server, cluster, spec.server_container), spec.server_port)
+    served = server_group(
+        spec.server, cluster, server_container(spec.server, cluster, spec.server_container), spec.server_port
+    )
     refs[SERVER_NAME] = served.commands[0]
     client_cmd = Command(client, name="client", container=client_key, refs=refs)
     if array:

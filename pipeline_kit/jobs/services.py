@@ -20,7 +20,7 @@ def server_jobs(
     spec.validate()
     if not spec.starts_server:
         raise UserError(f"--server_type={spec.server_type} with --server_address: there is nothing to start.")
-    group = server_group(spec, server_container(spec, cluster, container), port)
+    group = server_group(spec, cluster, server_container(spec, cluster, container), port)
     return chain(options, lambda copy: [JobPlan("", [group])])
 
 

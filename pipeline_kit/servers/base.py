@@ -10,9 +10,9 @@ from pipeline_kit.cluster.schema import did_you_mean
 from pipeline_kit.errors import UserError
 
 _URL = re.compile(r"^https?://[^\s'\"\\]+$")
-# the interpreter that runs a server; a cluster config may point it at the server's own env (env_vars:
-# ["KIT_SERVER_PYTHON=/opt/vllm-venv/bin/python"]); containers default to their python3
-SERVER_PYTHON = "${KIT_SERVER_PYTHON:-python3}"
+# names the interpreter that runs a server where the job runs; a cluster config may point it at the server's own
+# env (env_vars: ["KIT_SERVER_PYTHON=/opt/vllm-venv/bin/python"])
+SERVER_PYTHON_VAR = "KIT_SERVER_PYTHON"
 # first host of the server's nodes, found where the job runs (the head of a multi-node launch); srun sets the
 # step's node list, a plain allocation the job's
 HEAD_HOST = '${KIT_SERVER_HEAD:-$(scontrol show hostnames "${SLURM_STEP_NODELIST:-$SLURM_JOB_NODELIST}" | head -n1)}'
@@ -62,16 +62,20 @@ class ServerType:
     name: str
     runs_locally: bool = True  # False: an external endpoint, nothing to start
     multi_node: bool = False
+    modules: tuple[str, ...] = ()  # what the server's Python must import (none: the server is no Python module)
+    install: str = ""  # how to get them, for messages
 
-    def launch(self, spec: ServerSpec, port: str) -> str:
+    def launch(self, spec: ServerSpec, port: str, python: str) -> str:
+        """The command line; `python` is the shell expression of the interpreter (see `server_python`)."""
         raise NotImplementedError
 
-    def command(self, spec: ServerSpec, port: str = "$KIT_PORT") -> str:
+    def command(self, spec: ServerSpec, port: str = "$KIT_PORT", python: str = "python3") -> str:
+        """The server's command line; it runs `$KIT_SERVER_PYTHON` where that is set, else `python`."""
         if not self.runs_locally:
             raise UserError(f"server type '{self.name}' is an external endpoint; there is nothing to start.")
         if spec.nodes > 1 and not self.multi_node:
             raise UserError(f"--server_nodes={spec.nodes}: server type '{self.name}' runs on one node only.")
-        return self.launch(spec, port)
+        return self.launch(spec, port, f'"${{{SERVER_PYTHON_VAR}:-{python}}}"')
 
     def base_url(self, spec: ServerSpec, host: str, port: int) -> str:
         return spec.address if spec.address else f"http://{host}:{port}/v1"

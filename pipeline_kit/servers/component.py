@@ -3,9 +3,16 @@ on none), a service that the job stops once its clients end. Its log is `$KIT_LO
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import sys
+from importlib.util import find_spec
+
 from pipeline_kit.cluster import ClusterConfig
+from pipeline_kit.errors import UserError
 from pipeline_kit.pipeline.model import AUTO_PORT, Command, CommandGroup, HardwareConfig
-from pipeline_kit.servers.base import ServerSpec, get_server_type
+from pipeline_kit.servers.base import SERVER_PYTHON_VAR, ServerSpec, ServerType, get_server_type
 
 SERVER_NAME = "server"
 # where the client finds the server's log (same job folder; on Slurm every component shares the log dir)
@@ -20,9 +27,43 @@ def server_container(spec: ServerSpec, cluster: ClusterConfig, explicit: str | N
     return spec.server_type if spec.server_type in cluster.containers else None
 
 
-def server_group(spec: ServerSpec, container: str | None, port: int | str = AUTO_PORT) -> CommandGroup:
+def server_python(server_type: ServerType, cluster: ClusterConfig, container: str | None) -> str:
+    """The interpreter a server command runs where $KIT_SERVER_PYTHON is unset. In a container or on a cluster node:
+    its `python3`. On none (the job runs here, outside any container): kit's own Python when it can import the
+    server's modules, else `python3` from PATH when that can; neither is an error naming the variable that fixes it."""
+    if container is not None or cluster.executor != "none" or not server_type.modules:
+        return "python3"
+    if SERVER_PYTHON_VAR in {**os.environ, **cluster.env_vars}:
+        return "python3"  # the variable decides where the job runs
+    if all(find_spec(m) is not None for m in server_type.modules):
+        return sys.executable
+    path_python = shutil.which("python3")
+    if path_python and _imports(path_python, server_type.modules):
+        return "python3"
+    missing = ", ".join(server_type.modules)
+    pythons = sys.executable if path_python in (None, sys.executable) else f"{sys.executable}, nor {path_python}"
+    raise UserError(
+        f"--server_type={server_type.name} needs {missing} in the server's Python, which {pythons} lacks; install "
+        f"them ({server_type.install}), or export {SERVER_PYTHON_VAR}=/path/to/bin/python of an env that has them "
+        f"(or add it to env_vars in {cluster.source})."
+    )
+
+
+def _imports(python: str, modules: tuple[str, ...]) -> bool:
+    """Whether `python` finds every module (without importing them: vLLM's import takes seconds)."""
+    probe = "import sys, importlib.util as u; sys.exit(any(u.find_spec(m) is None for m in sys.argv[1:]))"
+    try:
+        return subprocess.run([python, "-c", probe, *modules], capture_output=True, timeout=30).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def server_group(
+    spec: ServerSpec, cluster: ClusterConfig, container: str | None, port: int | str = AUTO_PORT
+) -> CommandGroup:
+    server_type = get_server_type(spec.server_type)
     command = Command(
-        get_server_type(spec.server_type).command(spec),
+        server_type.command(spec, python=server_python(server_type, cluster, container)),
         name=SERVER_NAME,
         container=container,
         num_gpus=spec.gpus,

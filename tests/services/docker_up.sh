@@ -32,6 +32,9 @@ if pid_alive "$PIDFILE" dockerd >/dev/null; then
 fi
 rm -f "$PIDFILE" "$SOCK"
 mkdir -p "$EXEC"
+# a containerd of an earlier boot leaves its pid file; dockerd trusts it when that pid was reused (after a reboot)
+# and then waits for a containerd that does not exist
+pid_alive "$EXEC/containerd/containerd.pid" containerd >/dev/null || rm -f "$EXEC/containerd/containerd.pid"
 [ "$EXEC" = "$DIR/exec" ] || ln -sfn "$EXEC" "$DIR/exec"   # so DIR shows where the exec root is
 
 setsid dockerd --data-root "$DIR/data" --exec-root "$EXEC" --pidfile "$PIDFILE" -H "unix://$SOCK" \
