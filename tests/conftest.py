@@ -160,8 +160,10 @@ def kit(tmp_path: Path, user_repo: Path):
     home.mkdir()
 
     def run(*args: str, cwd: Path | None = None, env: dict | None = None, timeout: int = 300) -> Result:
-        full_env = {**os.environ, **SERVICES, "KIT_HOME": str(home / ".kit"), **(env or {})}
-        full_env = {name: value for name, value in full_env.items() if value is not None}
+        # a server's Python: python3 on PATH (this venv, as with an activated venv) unless a test says otherwise,
+        # so that dry runs of --server_type=vllm pass the check that the server's Python has vLLM
+        full_env = {"KIT_SERVER_PYTHON": "python3", **os.environ, **SERVICES, "KIT_HOME": str(home / ".kit")}
+        full_env = {name: value for name, value in {**full_env, **(env or {})}.items() if value is not None}
         full_env["PATH"] = f"{BIN}{os.pathsep}{full_env['PATH']}"
         proc = subprocess.run(
             [str(BIN / "kit"), *args],

@@ -46,7 +46,7 @@ def test_chunks_times_seeds_give_merged_files_with_done_markers(kit, none_cluste
     again = kit("generate", *args, *same, "++max_concurrent_requests=3")  # concurrency is not part of the key
     assert again.returncode == 0, again.stderr
     assert "4 of 4 units are done already" in again.stdout
-    assert f"all 4 units in {out} are done; nothing to generate" in again.stdout
+    assert f"all 4 units in {out} are done; nothing to generate" in again.stderr  # the job says so as it runs
     assert len(server.requests()) == 20
 
     # done with other settings: one line naming what changed, and nothing is submitted
@@ -150,7 +150,7 @@ def test_client_only_array_on_slurm(kit, configs, stub, tmp_path):
 def test_flag_errors_are_one_line_exit_2(kit, none_cluster, tmp_path, flags, needle):
     inp = problems(tmp_path, 2)
     base = [*none_cluster, "--model=/m", f"--input_file={inp}", f"--output_dir={tmp_path / 'out'}"]
-    res = kit("generate", *base, *flags, env={"KIT_SERVER_PYTHON": "python3"})  # (vLLM is not installed here)
+    res = kit("generate", *base, *flags)
     assert res.returncode == 2, res.stdout + res.stderr
     assert needle in res.stderr and len(res.stderr.strip().splitlines()) == 1, res.stderr
     assert not (tmp_path / "out").exists()
@@ -281,6 +281,17 @@ def test_a_refused_sample_fails_its_chunk_and_a_rerun_requests_only_it(kit, none
     assert sorted(p.name for p in out.iterdir()) == ["output.jsonl", "output.jsonl.done"]
 
 
+def test_a_run_here_names_its_logs_first_and_shows_progress_not_log_tails(kit, none_cluster, stub, tmp_path):
+    server = stub()
+    inp, out = problems(tmp_path, 3), tmp_path / "out"
+    res = kit("generate", *none_cluster, *endpoint(server), f"--input_file={inp}", f"--output_dir={out}", "--expname=g")
+    assert res.returncode == 0, res.stdout + res.stderr
+    first = res.stderr.splitlines()[0]
+    assert first.startswith("g: logs in ") and Path(first.removeprefix("g: logs in ")).is_dir(), res.stderr
+    assert f"kit generate: wrote {out}/output.jsonl: 3 samples, 0 failed" in res.stderr
+    assert "(last lines)" not in res.stdout and res.stdout == "g: job g SUCCEEDED\n", res.stdout
+
+
 def test_an_unreachable_address_fails_fast_naming_it(kit, none_cluster, tmp_path):
     """A server kit did not start is up or not: --server_address where nothing listens fails after
     ++server.external_ready_timeout (default 20 s, here 2), with one line naming the address and the refusal."""
@@ -292,3 +303,33 @@ def test_an_unreachable_address_fails_fast_naming_it(kit, none_cluster, tmp_path
     assert res.returncode != 0, res.stdout + res.stderr
     line = next(x for x in (res.stdout + res.stderr).splitlines() if "did not answer in 2 s" in x)
     assert address in line and "Connection refused" in line and "--server_address" in line, line
+
+
+def test_eval_whose_generation_failed_skips_its_summary_saying_why_once(kit, none_cluster, tmp_path):
+    address = f"http://127.0.0.1:{free_port()}/v1"
+    res = kit("eval", *none_cluster, "--server_type=openai", f"--server_address={address}", "--model=m",
+              "--benchmarks=arith", f"--output_dir={tmp_path / 'res'}", "++server.external_ready_timeout=2",
+              "--expname=ev", timeout=120)  # fmt: skip
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert "ev: job ev FAILED\nev: job ev-summarize skipped: ev failed\n" in res.stdout, res.stdout
+    assert "why job ev-summarize" not in res.stdout and res.stdout.count("did not answer in 2 s") <= 1, res.stdout
+
+
+def test_an_input_that_holds_a_generation_needs_a_generation_key(kit, none_cluster, stub, tmp_path):
+    """Generating over an earlier stage's output would replace its `generation`: refused at submission with the
+    fix; ++generation_key=NAME keeps both (the new stats prefixed), ++generation_key=generation replaces it."""
+    server = stub()
+    inp = tmp_path / "solved.jsonl"
+    inp.write_text("".join(json.dumps({"id": i, "problem": "1+1?", "generation": "2"}) + "\n" for i in range(2)))
+    args = [*none_cluster, *endpoint(server), f"--input_file={inp}"]
+    res = kit("generate", *args, f"--output_dir={tmp_path / 'a'}")
+    assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1, res.stdout + res.stderr
+    assert f"{inp}:1: the record already holds 'generation'" in res.stderr and "++generation_key=NAME" in res.stderr
+    assert not (tmp_path / "a").exists()
+    res = kit("generate", *args, f"--output_dir={tmp_path / 'b'}", "++generation_key=check")
+    assert res.returncode == 0, res.stdout + res.stderr
+    for r in rows(tmp_path / "b" / "output.jsonl"):
+        assert r["generation"] == "2" and r["check"] and "check_num_generated_tokens" in r, r
+        assert "num_generated_tokens" not in r
+    res = kit("generate", *args, f"--output_dir={tmp_path / 'c'}", "++generation_key=generation")
+    assert res.returncode == 0 and all(r["generation"] != "2" for r in rows(tmp_path / "c" / "output.jsonl"))

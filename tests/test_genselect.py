@@ -133,7 +133,7 @@ def test_a_refused_window_falls_back_and_a_rerun_asks_that_problem_again(kit, no
     out = tmp_path / "picked"
     res = genselect(kit, none_cluster, refusing, tmp_path / "runs", out, "--expname=refused")
     assert res.returncode == 1, res.stdout + res.stderr
-    assert "kit generate: error: 1 sample failed in" in res.stdout, res.stdout  # the job's report
+    assert "kit generate: error: 1 sample failed in" in res.stdout + res.stderr, res.stdout  # shown as it ran
     p0 = next(r for r in rows(out / "output.jsonl") if r["id"] == "p0")["genselect"]
     assert p0["decided_by"] == "fallback" and p0["fallback"] == 3
     assert {w["error"] for w in p0["windows"]} == {"HTTP 422: stub refuses this request (status 422)"}

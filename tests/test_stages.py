@@ -30,6 +30,12 @@ def test_readme_two_stage_example_runs(user_repo, tmp_path, stub, none_config_di
     assert "{'solve': 'SUCCEEDED', 'verify': 'SUCCEEDED'}" in res.stdout
     verified = rows(user_repo / "out" / "verify" / "output.jsonl")
     assert [r["id"] for r in verified] == list(range(4))
+    solved = {r["id"]: r for r in rows(user_repo / "out" / "solve" / "output-rs0.jsonl")}
+    for r in verified:  # stage 1's fields are kept under their own names, stage 2's under verification*
+        assert r["generation"] == solved[r["id"]]["generation"] and r["verification"].startswith("\\boxed{"), r
+        assert (
+            r["num_generated_tokens"] == solved[r["id"]]["num_generated_tokens"] and "verification_generation_time" in r
+        )
     # stage 2's prompt was built from stage 1's output records (its `generation` field)
     prompts = [r["body"]["messages"][-1]["content"] for r in server.requests()[-4:]]
     assert all("Proposed solution: \\boxed{" in p for p in prompts)

@@ -98,10 +98,14 @@ def test_a_finished_output_dir_says_on_the_command_line_that_nothing_will_be_tra
     final = tmp_path / "out" / "final"
     final.mkdir(parents=True)
     (final / "config.json").write_text("{}")
-    res = kit("sft", f"--model={model}", f"--training_data={data}", f"--output_dir={tmp_path / 'out'}", "--dry_run")
+    (tmp_path / "out" / "checkpoint-10").mkdir()
+    (tmp_path / "out" / "checkpoint-10" / "kit-complete").write_text("10\n")
+    args = ["sft", f"--model={model}", f"--training_data={data}", f"--output_dir={tmp_path / 'out'}", "--dry_run"]
+    res = kit(*args, "++max_steps=10")
     assert res.returncode == 0, res.stderr
-    assert f"kit: warning: {final} exists, so this job trains nothing" in res.stderr
-    assert f"give --model={final} and another --output_dir" in res.stderr
+    assert f"kit: warning: this job trains nothing: {final} exists: training is done (step 10)" in res.stderr
+    assert "raise ++max_steps above 10 to train on from checkpoint-10" in res.stderr
+    assert "warning" not in kit(*args, "++max_steps=20").stderr  # trains on from checkpoint-10
 
 
 def test_missing_model_folder_names_the_flag(kit, tmp_path, sft_files):
@@ -243,6 +247,33 @@ def test_a_bf16_base_model_is_saved_in_bf16(kit, tmp_path):
     assert json.loads((out / "final" / "config.json").read_text())["dtype"] == "bfloat16"
     checkpoint = load_file(str(next((out / "checkpoint-2").glob("*.safetensors"))))
     assert {str(t.dtype) for t in checkpoint.values()} == {"torch.float32"}  # resumable: the master weights
+
+
+@pytest.mark.models
+def test_a_higher_max_steps_trains_on_from_the_finished_run(kit, tmp_path):
+    """A NeMo-Skills habit: the same --output_dir with a higher ++max_steps continues from the newest checkpoint
+    (not from scratch, not "done"); its progress lines show on the command line as it trains."""
+    need("KIT_TEST_TINY_MODEL", "the tiny model")
+    data, out = additions(tmp_path / "d.jsonl", 16, 6), tmp_path / "out"
+
+    def sft(steps: int):
+        res = kit("sft", f"--expname=more{steps}", f"--model={SERVICES['KIT_TEST_TINY_MODEL']}",
+                  f"--training_data={data}", f"--output_dir={out}", f"++max_steps={steps}", "++logging_steps=1",
+                  "++max_length=64", "++micro_batch_size=4", "++report_to=none", env=TRAIN_ENV)  # fmt: skip
+        assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]
+        return res
+
+    first = sft(3)
+    assert re.search(r"^kit train: step 3/3: loss [\d.]+, [\d.]+ s/step, ETA 0 s$", first.stderr, re.M), first.stderr
+    before = (out / "final" / "model.safetensors").read_bytes()
+    more = sft(5)
+    assert "kit train: training on from step 3 to ++max_steps=5" in more.stderr, more.stderr
+    assert "resuming from" in more.stderr and "kit train: step 4/5" in more.stderr, more.stderr
+    assert "step 1/5" not in more.stderr and len(loss_history(out)) == 5  # steps 1-3 are not done again
+    assert (out / "final" / "model.safetensors").read_bytes() != before
+    again = kit("sft", f"--model={SERVICES['KIT_TEST_TINY_MODEL']}", f"--training_data={data}", f"--output_dir={out}",
+                "++max_steps=5", "++max_length=64", "++micro_batch_size=4", "--dry_run")  # fmt: skip
+    assert "this job trains nothing" in again.stderr and "raise ++max_steps above 5" in again.stderr, again.stderr
 
 
 @pytest.mark.models

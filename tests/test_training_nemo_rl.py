@@ -128,10 +128,10 @@ def test_nemo_rl_job_runs_resumes_converts_and_averages(kit, tmp_path):
     res = fake_run(kit, tmp_path, "sft", 4, extra)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr
     out = tmp_path / "out"
-    assert not (out / "final").exists() and "stopped at step 4 before the time limit" in res.stdout, res.stdout
+    assert not (out / "final").exists() and "stopped at step 4 before the time limit" in res.stderr, res.stderr
     res = fake_run(kit, tmp_path, "sft", None, extra)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr
-    assert f"resuming from {out}/nemo_rl/checkpoints/step_4 (step 4)" in res.stdout, res.stdout[-3000:]
+    assert f"resuming from {out}/nemo_rl/checkpoints/step_4 (step 4)" in res.stderr, res.stderr[-3000:]
 
     calls = [json.loads(line) for line in (tmp_path / "uv.jsonl").read_text().splitlines()]
     config = f"{out}/nemo_rl/config.yaml"
@@ -157,7 +157,7 @@ def test_nemo_rl_job_runs_resumes_converts_and_averages(kit, tmp_path):
     assert (final[name] - base[name] * 1.5).abs().max() < 1e-4 * base[name].abs().max() + 1e-6  # (1.4 + 1.6) / 2
     assert (out / "final" / "tokenizer.json").is_file()
     res = fake_run(kit, tmp_path, "sft", None, extra)
-    assert res.returncode == 0 and "training is done" in res.stdout, res.stdout[-2000:]
+    assert res.returncode == 0 and "training is done" in res.stderr, res.stderr[-2000:]
 
 
 def test_nemo_rl_grpo_job_writes_problems_and_answers(kit, tmp_path):

@@ -6,6 +6,7 @@ import inspect
 import json
 import os
 from dataclasses import dataclass, fields, is_dataclass
+from pathlib import Path
 from typing import Annotated, get_type_hints
 
 import typer
@@ -189,35 +190,52 @@ def cluster_from(cluster: str | None, config_dir: str | None):
     return load_cluster_config(cluster, config_dir)
 
 
-def run_jobs(flags: JobFlags, cluster, expname: str, jobs: list, result_log: str | None = None) -> int:
-    """Run the jobs a builder made as one pipeline and report; returns the exit code. `result_log`: a log, relative
-    to the run's log folder, printed whole once the jobs ended (eval's summary table)."""
+def run_jobs(
+    flags: JobFlags, cluster, expname: str, jobs: list, result_log: str | None = None, follow: str = "kit"
+) -> int:
+    """Run the jobs a builder made as one pipeline and report; returns the exit code. On none/local the log folder
+    is named first and the lines of the jobs' logs that `follow` picks (kit's own, or all) show as they come.
+    `result_log`: a log, relative to the run's log folder, printed whole once the jobs ended (eval's summary
+    table). A failed job's logs end the report."""
     from pipeline_kit.launch import run_pipeline
 
     pipeline = flags.pipeline(cluster, expname, jobs)
-    result = run_pipeline(pipeline, dry_run=flags.dry_run, wait=flags.wait, wait_timeout=flags.wait_timeout)
+    result = run_pipeline(
+        pipeline, dry_run=flags.dry_run, wait=flags.wait, wait_timeout=flags.wait_timeout, follow=follow
+    )
     if flags.dry_run:
         typer.echo(result.dry_run_text, nl=False)
         return 0
+    parents = {job.name: [parent.name for parent in job.after] for job in pipeline.jobs}
     for name, ids in result.slurm_ids.items():
         state = result.states.get(name, "SUBMITTED")
+        failed = [parent for parent in parents[name] if result.states.get(parent) == "FAILED"]
+        if state == "CANCELLED" and failed:
+            state = f"skipped: {', '.join(failed)} failed"
         typer.echo(f"{expname}: job {name} {state}" + (f" (slurm job {','.join(ids)})" if ids else ""))
     if cluster.executor == "slurm" and not flags.wait:
         typer.echo(
-            f"submitted experiment {expname}; follow it with `kit status --cluster={flags.cluster or 'none'} {expname}`"
+            f"submitted experiment {expname} (logs in {result.log_dir}); follow it with "
+            f"`kit status --cluster={flags.cluster or 'none'} {expname}`"
         )
         return 0
+    from pipeline_kit.launch.follow import followed, service_logs, unshown_tail
     from pipeline_kit.launch.monitor import failure_report, log_files, tail
 
-    if cluster.executor != "slurm":
-        for paths in log_files(cluster, result.record).values():
-            for path in [p for p in paths if not result_log or not p.endswith(result_log)][:4]:
-                typer.echo(f"--- {path} (last lines)")
-                typer.echo(tail(cluster, path, 10), nl=False)
     if result_log:
         typer.echo(tail(cluster, f"{result.record.log_dir}/{result_log}", 10_000), nl=False)
+    logs = log_files(cluster, result.record) if cluster.executor != "slurm" else {}
+    services = service_logs(pipeline.jobs)
     for name, state in result.states.items():
-        report = failure_report(cluster, result.record, name) if state == "FAILED" else ""
+        if state != "FAILED":
+            continue
+        for path in [p for p in logs.get(name, []) if not p.endswith("/kit.log")][:4]:
+            text = tail(cluster, path, 10)
+            text = unshown_tail(text, follow) if followed(Path(path), services) else text  # some were shown
+            if text:
+                typer.echo(f"--- {path} (last lines)")
+                typer.echo(text, nl=False)
+        report = failure_report(cluster, result.record, name)
         if report:  # the root cause last, where the eye lands
             typer.echo(f"--- why job {name} failed:\n{report}", nl=False)
     return 0 if result.ok else 1

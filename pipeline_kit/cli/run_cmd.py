@@ -44,4 +44,5 @@ def register(app: typer.Typer) -> None:
         )
         cluster = cluster_from(flags.cluster, flags.config_dir)
         options = flags.options("run_cmd")
-        raise typer.Exit(run_jobs(flags, cluster, options.expname, run_cmd_jobs(cluster, spec, options)))
+        jobs = run_cmd_jobs(cluster, spec, options)
+        raise typer.Exit(run_jobs(flags, cluster, options.expname, jobs, follow="all"))  # the command's own output

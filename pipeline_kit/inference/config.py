@@ -64,6 +64,9 @@ class GenerateConfig:
     num_chunks: int | None = None  # ... out of this many contiguous chunks
     rerun_done: bool = False
     postprocess_cmd: str | None = None  # run once the final (merged) file is written
+    # the field a sample's text goes to [generation]; another NAME also prefixes its stats (NAME_num_generated_tokens,
+    # ...), so a later stage keeps an earlier one's fields. Unset, an input that already holds `generation` is refused.
+    generation_key: str | None = None
     progress_every: float = 30.0  # seconds between progress lines when not on a terminal
     # tool-integrated reasoning: code blocks run in the sandbox and their output is spliced into the generation
     code_execution: bool = False

@@ -61,11 +61,33 @@ class GenerateTask:
         check_code_settings(cfg)
         prompt = load_prompt_config(cfg.prompt_config)
         self.rows = unit_files.read_input(cfg.input_file, cfg.chunk_id, cfg.num_chunks)
+        self.key = output_key(cfg, self.rows)
         self.messages = [prompt.messages(record, line_no) for line_no, record in self.rows]  # fail before requests
 
     async def sample(self, i: int, model) -> dict:
         result = await model.generate(self.messages[i])
-        return {**self.rows[i][1], "generation": result.text, **result.sample_fields()}
+        stats = result.sample_fields()
+        if self.key != DEFAULT_KEY:
+            stats = {f"{self.key}_{name}": value for name, value in stats.items()}
+        return {**self.rows[i][1], self.key: result.text, **stats}
+
+
+DEFAULT_KEY = "generation"
+
+
+def output_key(cfg: GenerateConfig, rows: list[tuple[int, dict]]) -> str:
+    """The field a sample's text goes to: ++generation_key, else `generation`, which an input record must not
+    hold already (an earlier stage's solution would be lost without a word)."""
+    if cfg.generation_key is not None:
+        return cfg.generation_key
+    line = next((line_no for line_no, record in rows if DEFAULT_KEY in record), None)
+    if line is not None:
+        raise UserError(
+            f"{cfg.input_file}:{line}: the record already holds '{DEFAULT_KEY}' (an earlier stage's); give "
+            f"++generation_key=NAME to write this stage's as NAME and keep it, or ++generation_key={DEFAULT_KEY} to "
+            "replace it."
+        )
+    return DEFAULT_KEY
 
 
 class Limited:

@@ -239,7 +239,10 @@ def _summarize_jobs(
     line = f"{python} -m pipeline_kit.cli.main summarize {shlex.quote(results)}"
     command = Command(line, name="summarize", container=client_container(cluster, first))
     summarize_options = replace(options, expname=f"{options.expname}-summarize", after=generation, dependent_jobs=0)
-    fields = {"inputs": [job_output for job in generation for job_output in job.outputs]}
+    fields = {
+        "inputs": [job_output for job in generation for job_output in job.outputs],
+        "skip_when_parents_failed": True,  # nothing to summarize when every benchmark's job failed
+    }
     return chain(summarize_options, lambda copy: [JobPlan("", [CommandGroup([command], name="summarize")], fields)])
 
 

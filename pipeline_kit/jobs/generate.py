@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 from dataclasses import dataclass, replace
@@ -90,6 +91,8 @@ def plan_generation(cluster: ClusterConfig, spec: GenerateSpec, input_final: boo
     typed = any(a.lstrip("+").startswith("generation_type=") for a in spec.overrides)
     if spec.input_dir is not None or typed:
         _script_config(spec, own)  # checked whole: ++generation_type goes with its input (++input_dir for GenSelect)
+    if spec.input_dir is None and not typed and input_final and os.path.isfile(input_path):
+        _check_output_key(spec, input_path)
     if spec.input_dir is not None and input_final and cluster.executor == "none":
         from pipeline_kit.selection.genselect_runs import run_files
 
@@ -102,6 +105,23 @@ def plan_generation(cluster: ClusterConfig, spec: GenerateSpec, input_final: boo
             finished = {u for u in done if _finished(u, key, output_dir)}
             todo = [u for u in units if u not in finished]
     return UnitPlan(units, todo, input_path, output_dir, tuple(own))
+
+
+def _check_output_key(spec: GenerateSpec, input_path: str) -> None:
+    """An input whose first record already holds `generation` needs ++generation_key (see inference.generate's
+    output_key), said now rather than when the job starts."""
+    from pipeline_kit.inference.config import GenerateConfig, take_override
+    from pipeline_kit.inference.generate import output_key
+
+    key, _ = take_override(spec.overrides, "generation_key")
+    with open(input_path) as f:
+        first = f.readline()
+    try:
+        record = json.loads(first)
+    except ValueError:
+        return  # the job names the bad line
+    rows = [(1, record)] if isinstance(record, dict) else []
+    output_key(GenerateConfig(input_file=spec.input_file, generation_key=key), rows)
 
 
 def _check_prompt_config(cluster: ClusterConfig, spec: GenerateSpec) -> None:

@@ -209,13 +209,12 @@ def _check_visible_inputs(cluster: ClusterConfig, cfg, options: JobOptions) -> N
         )
     if cluster.executor not in ("none", "slurm") or cluster.ssh_tunnel is not None:
         return
-    final = os.path.join(cfg.output_dir, "final")
-    if os.path.isfile(os.path.join(final, "config.json")):  # the job would say "training is done" and succeed
-        print(
-            f"kit: warning: {final} exists, so this job trains nothing (training there is done). To train on from it, "
-            f"give --model={final} and another --output_dir; to train again from scratch, delete {cfg.output_dir}.",
-            file=sys.stderr,
-        )
+    if cfg.backend == "trl":
+        from pipeline_kit.training.checkpoints import training_done
+
+        done = training_done(cfg.output_dir, cfg.max_steps)
+        if done:  # the job would say so in its log and succeed
+            print(f"kit: warning: this job trains nothing: {done}.", file=sys.stderr)
     must = cluster.executor == "none" and not (options.after or options.run_after)
     if os.path.exists(model) or must:
         check_model_dir(model, "--model")

@@ -118,7 +118,7 @@ def slurm_executor(
         tunnel=tunnel,
         packager=run.Packager(),
         job_name_prefix=cluster.job_name_prefix,
-        dependency_type=job.dependency_type or cluster.dependency_type,
+        dependency_type=job.dependency(cluster.dependency_type, cluster.executor),
         heterogeneous=heterogeneous,
         # nemo-run sets het_group_host_N in the batch shell but does not export it to srun steps.
         setup_lines="\n".join(setup),

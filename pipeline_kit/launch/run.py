@@ -47,17 +47,23 @@ def new_run_id() -> str:
 
 
 def run_pipeline(
-    pipeline: Pipeline, dry_run: bool = False, wait: bool | None = None, wait_timeout: float | None = None
+    pipeline: Pipeline,
+    dry_run: bool = False,
+    wait: bool | None = None,
+    wait_timeout: float | None = None,
+    follow: str | None = None,
 ) -> RunResult:
     """Submit every job. On none/local this waits; on Slurm it returns after submission unless `wait` (for at
-    most `wait_timeout` seconds; a job Slurm no longer knows is LOST and not waited for)."""
+    most `wait_timeout` seconds; a job Slurm no longer knows is LOST and not waited for). `follow` ("kit" or
+    "all", see launch.follow): on none/local, say where the logs go, then show those lines of them while the jobs
+    work."""
     from pipeline_kit.launch.submit import Submission
 
     jobs = pipeline.ordered_jobs()
     run_id = new_run_id()
     log_dir = pipeline.log_dir or f"{pipeline.cluster_root()}/logs/{pipeline.name}/{run_id}"
     external = {job.name: [records.load_latest(pipeline.cluster, e) for e in job.run_after] for job in jobs}
-    writers = input_writers(pipeline, external)
+    writers = input_writers(pipeline, external, dry_run)
     if dry_run:
         _, _, key = plan_code(pipeline.cwd, pipeline.allow_uncommitted)
         root = pipeline.cluster_root()
@@ -69,7 +75,7 @@ def run_pipeline(
         return RunResult(pipeline.name, run_id, dry_run_text=submission.dry_run())
     if pipeline.cluster.executor != "slurm":
         os.makedirs(log_dir, exist_ok=True)
-    result = submission.submit(run_id, bool(wait) or pipeline.cluster.executor != "slurm", wait_timeout)
+    result = submission.submit(run_id, bool(wait) or pipeline.cluster.executor != "slurm", wait_timeout, follow)
     sys.stdout.flush()
     return result
 
@@ -79,10 +85,13 @@ def _within(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder.rstrip("/") + "/")
 
 
-def input_writers(pipeline: Pipeline, external: dict[str, list[records.ExperimentRecord]]) -> dict[str, dict[str, str]]:
+def input_writers(
+    pipeline: Pipeline, external: dict[str, list[records.ExperimentRecord]], dry_run: bool = False
+) -> dict[str, dict[str, str]]:
     """Per job: each input that another job of this pipeline or of a --run_after experiment writes, with that
-    writer's name (checked when the job starts). Any other input must exist now where kit can see it (executor
-    none: paths are this machine's); elsewhere it is checked when the job starts."""
+    writer's name (checked when the job starts). Any other input must exist now where kit can see it (see
+    `visible_path`; on Slurm not for a dry run, which may plan for a cluster from elsewhere); the rest is checked
+    when the job starts."""
     out: dict[str, dict[str, str]] = {}
     for job in pipeline.jobs:
         written = [(o, f"job '{other.name}'") for other in pipeline.jobs if other is not job for o in other.outputs]
@@ -97,10 +106,34 @@ def input_writers(pipeline: Pipeline, external: dict[str, list[records.Experimen
             writer = next((who for out_path, who in written if _within(path, out_path)), None)
             if writer is not None:
                 mine[path] = writer
-            elif pipeline.cluster.executor == "none" and not os.path.exists(path):
+                continue
+            here = visible_path(pipeline, job, path) if not (dry_run and pipeline.cluster.executor == "slurm") else None
+            if here is not None and not os.path.exists(here):
+                seen = "" if here == path else f" (here {here}, through the job's container mounts)"
                 raise UserError(
-                    f"job '{job.name}': input {path} does not exist, and no job of this pipeline or of --run_after "
-                    "writes it; fix the path or add the job that makes it."
+                    f"job '{job.name}': input {path}{seen} does not exist, and no job of this pipeline or of "
+                    "--run_after writes it; fix the path or add the job that makes it."
                 )
         out[job.name] = mine
     return out
+
+
+def visible_path(pipeline: Pipeline, job, path: str) -> str | None:
+    """Where kit sees a job's input on this machine, or None where it cannot: on none the path itself; on a Slurm
+    cluster reached without SSH (this is its login node) and on Docker, the path itself for a job without
+    containers, else the host side of the container mount that holds it (a path no mount holds may be inside
+    the image)."""
+    from pipeline_kit.launch.mounts import user_mounts
+
+    cluster = pipeline.cluster
+    if cluster.executor == "none":
+        return path
+    if cluster.ssh_tunnel is not None:
+        return None
+    if not any(group.container for group in job.groups):
+        return path
+    for mount in user_mounts(cluster, pipeline.mount_paths):
+        source, target = mount.spec.split(":")[:2]
+        if _within(path, target):
+            return os.path.normpath(source + "/" + os.path.relpath(path, target))
+    return None

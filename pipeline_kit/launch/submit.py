@@ -98,7 +98,7 @@ class Submission:
         return own + [f"{rec.log_dir}/{j.name}.rc" for rec in self.external[job.name] for j in rec.jobs]
 
     def dependency_type(self, job: Job) -> str:
-        return job.dependency_type or self.pipeline.cluster.dependency_type
+        return job.dependency(self.pipeline.cluster.dependency_type, self.pipeline.cluster.executor)
 
     def _ctx(self, in_container: bool) -> ScriptContext:
         p = self.pipeline
@@ -195,7 +195,19 @@ class Submission:
                 out.write(f"---- script {task.name}[{i}]\n{script}")
         return out.getvalue()
 
-    def submit(self, run_id: str, wait: bool, wait_timeout: float | None = None):
+    def submit(self, run_id: str, wait: bool, wait_timeout: float | None = None, follow: str | None = None):
+        """`follow` (none/local; see launch.follow): say where the logs go, then show the jobs' lines as they come."""
+        p = self.pipeline
+        if follow is None or p.cluster.executor == "slurm":
+            return self._submit(run_id, wait, wait_timeout)
+        from pipeline_kit.launch.follow import LogFollower, service_logs
+
+        sys.stderr.write(f"{p.name}: logs in {self.log_dir}\n")
+        sys.stderr.flush()
+        with LogFollower(self.log_dir, service_logs(self.jobs), follow):
+            return self._submit(run_id, wait, wait_timeout)
+
+    def _submit(self, run_id: str, wait: bool, wait_timeout: float | None):
         from pipeline_kit.launch.monitor import local_outcome, wait_for_states
         from pipeline_kit.launch.run import RunResult
 

@@ -141,7 +141,9 @@ class Job:
     `after`: earlier Jobs of the same Pipeline; `run_after`: names of earlier experiments.
     `array_size`: run the job as N independent units; each sees its index in `$KIT_UNIT`.
     `inputs`: paths the job reads; `outputs`: files or folders it writes. An input that a job of the same pipeline
-    or of a `run_after` experiment writes is checked when the job starts; any other is checked at submission."""
+    or of a `run_after` experiment writes is checked when the job starts; any other is checked at submission.
+    `skip_when_parents_failed`: an afterany job (a summary of whatever finished) that does not run when every job
+    it waits for failed; it ends CANCELLED, saying "skipped: <parent> failed"."""
 
     name: str
     groups: list[CommandGroup]
@@ -152,6 +154,17 @@ class Job:
     dependency_type: str | None = None
     inputs: list[str] = field(default_factory=list)
     outputs: list[str] = field(default_factory=list)
+    skip_when_parents_failed: bool = False
+
+    def dependency(self, default: str, executor: str) -> str:
+        """The Slurm dependency type this job waits with (none/local emulate it): its own, else `default`. A job
+        that is skipped when its parents failed and waits for one parent is afterok on Slurm (whose dependents of a
+        failed job kit's sbatch flags cancel); none/local check every parent themselves."""
+        kind = self.dependency_type or default
+        single = len(self.after) + len(self.run_after) == 1
+        if kind == "afterany" and self.skip_when_parents_failed and executor == "slurm" and single:
+            return "afterok"
+        return kind
 
     def __post_init__(self) -> None:
         check_name(self.name, "job")

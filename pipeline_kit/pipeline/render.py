@@ -3,6 +3,7 @@ started with its own env and log, services stopped when the other commands end, 
 
 from __future__ import annotations
 
+import os
 import shlex
 import socket
 from dataclasses import dataclass
@@ -237,6 +238,13 @@ def _dependency_guard(job: Job, after_rc_files: list[str], dependency_type: str)
         return []
     files = " ".join(shlex.quote(f) for f in after_rc_files)
     lines = [f'for f in {files}; do while [ ! -e "$f" ]; do sleep 1; done; done']
+    if dependency_type == "afterany" and job.skip_when_parents_failed:
+        parents = ", ".join(sorted({os.path.basename(f).removesuffix(".rc") for f in after_rc_files}))
+        lines.append(f'kit_ok_parents=0; for f in {files}; do [ "$(cat "$f")" = 0 ] && kit_ok_parents=1; done')
+        lines.append(
+            f'[ "$kit_ok_parents" = 1 ] || {{ kit_note "kit: job \'{job.name}\' skipped: {parents} failed"; '
+            f"kit_record {CANCELLED_RC}; exit 1; }}"
+        )
     if dependency_type in ("afterok", "afternotok"):
         cancel = f"kit_record {CANCELLED_RC}; exit 1"
         lines.append(f'kit_failed_parents=0; for f in {files}; do [ "$(cat "$f")" = 0 ] || kit_failed_parents=1; done')

@@ -9,6 +9,7 @@ import re
 import shutil
 import signal
 import sys
+import time
 from pathlib import Path
 
 from pipeline_kit.atomic import write_atomic
@@ -22,7 +23,8 @@ SAVE_SIGNAL = signal.SIGUSR1
 _CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
 # settings that change how a run reports or saves, not what it learns: a resume may change them
 _FREE = {"logging_steps", "save_steps", "save_total_limit", "report_to", "wandb_project", "eval_steps", "eval_data",
-         "eval_size", "vllm_server", "output_dir"}  # fmt: skip
+         "eval_size", "vllm_server", "output_dir",
+         "max_steps"}  # how long to train: a later run may train on from the newest checkpoint  # fmt: skip
 
 
 def say(message: str) -> None:
@@ -50,6 +52,28 @@ def resume_point(output_dir: str | Path) -> Path | None:
             say(f"removing {folder}: its save did not finish (the job was stopped while saving)")
             shutil.rmtree(folder, ignore_errors=True)
     return last
+
+
+def newest_step(output_dir: str | Path) -> int | None:
+    """The step of the newest complete checkpoint, if any."""
+    return max((step for step, _, complete in checkpoints(output_dir) if complete), default=None)
+
+
+def training_done(output_dir: str | Path, max_steps: int) -> str | None:
+    """Why a run into `output_dir` trains nothing (its final model exists and ++max_steps asks for no more steps
+    than its newest checkpoint has, with how to go on), else None: no final model yet, or a higher ++max_steps
+    trains on from that checkpoint."""
+    final = Path(output_dir) / FINAL
+    if not (final / "config.json").is_file():
+        return None
+    done = newest_step(output_dir)
+    if done is not None and max_steps > done:
+        return None
+    more = f"raise ++max_steps above {done} to train on from checkpoint-{done}, " if done is not None else ""
+    return (
+        f"{final} exists: training is done (step {done if done is not None else '?'}); {more}or give another "
+        "--output_dir (or delete it) to train again"
+    )
 
 
 def check_settings(output_dir: str | Path, settings: dict) -> None:
@@ -100,6 +124,25 @@ def make_callback(request: SaveRequest):
     from transformers import TrainerCallback
 
     class KitCheckpoints(TrainerCallback):
+        started = (0.0, 0)  # (time, step) when this run began: a resumed run counts its own pace
+
+        def on_train_begin(self, args, state, control, **kwargs):
+            self.started = (time.monotonic(), state.global_step)
+
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            """A progress line per logging step ("step 20/100: loss 1.23, 0.5 s/step, ETA 40 s"), which `kit`
+            shows while the job runs; the trainer's own dict stays in the log."""
+            if not state.is_world_process_zero or not logs or "loss" not in logs:
+                return control
+            t0, step0 = self.started
+            per_step = (time.monotonic() - t0) / max(state.global_step - step0, 1)
+            eta = per_step * max(state.max_steps - state.global_step, 0)
+            say(
+                f"step {state.global_step}/{state.max_steps}: loss {float(logs['loss']):.4g}, "
+                f"{per_step:.2f} s/step, ETA {eta:.0f} s"
+            )
+            return control
+
         def on_step_end(self, args, state, control, **kwargs):
             save, stop = _agreed(request.save, request.stop)
             if save:

@@ -18,9 +18,11 @@ from pipeline_kit.training.checkpoints import (
     SaveRequest,
     check_settings,
     make_callback,
+    newest_step,
     publish_final,
     resume_point,
     say,
+    training_done,
 )
 from pipeline_kit.training.config import (
     TrainConfig,
@@ -154,10 +156,12 @@ def add_eval(cfg: TrainConfig, trainer, records: list[dict], tokenizer) -> None:
 
 
 def run(cfg: TrainConfig) -> None:
-    final = Path(cfg.output_dir) / FINAL
-    if (final / "config.json").is_file():
-        say(f"{final} exists: training is done (delete it, or use another --output_dir, to train again)")
+    done = training_done(cfg.output_dir, cfg.max_steps)
+    if done:
+        say(done)
         return
+    if (Path(cfg.output_dir) / FINAL / "config.json").is_file():
+        say(f"training on from step {newest_step(cfg.output_dir)} to ++max_steps={cfg.max_steps}")
     check_model_dir(cfg.model)
     records = read_training_records(cfg.training_data, cfg.algorithm)
     rows = conversations(cfg, records)  # every record's prompt is built (and checked) before torch loads
