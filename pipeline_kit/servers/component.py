@@ -40,11 +40,16 @@ def server_python(server_type: ServerType, cluster: ClusterConfig, container: st
     path_python = shutil.which("python3")
     if path_python and _imports(path_python, server_type.modules):
         return "python3"
-    missing = ", ".join(server_type.modules)
-    pythons = sys.executable if path_python in (None, sys.executable) else f"{sys.executable}, nor {path_python}"
+    missing = [m for m in server_type.modules if find_spec(m) is None]
+    them = "it" if len(missing) == 1 else "them"
+    lacking = (
+        f"kit's Python ({sys.executable}) lacks {them}"
+        if path_python in (None, sys.executable)
+        else f"neither kit's Python ({sys.executable}) nor python3 on PATH ({path_python}) has {them}"
+    )
     raise UserError(
-        f"--server_type={server_type.name} needs {missing} in the server's Python, which {pythons} lacks; install "
-        f"them ({server_type.install}), or export {SERVER_PYTHON_VAR}=/path/to/bin/python of an env that has them "
+        f"--server_type={server_type.name} needs {', '.join(missing)} in the server's Python, and {lacking}; install "
+        f"{them} ({server_type.install}), or export {SERVER_PYTHON_VAR}=/path/to/bin/python of an env that has {them} "
         f"(or add it to env_vars in {cluster.source})."
     )
 
