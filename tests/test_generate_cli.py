@@ -8,6 +8,7 @@ import json
 import os
 import re
 import stat
+import subprocess
 import sys
 from pathlib import Path
 
@@ -333,3 +334,24 @@ def test_an_input_that_holds_a_generation_needs_a_generation_key(kit, none_clust
         assert "num_generated_tokens" not in r
     res = kit("generate", *args, f"--output_dir={tmp_path / 'c'}", "++generation_key=generation")
     assert res.returncode == 0 and all(r["generation"] != "2" for r in rows(tmp_path / "c" / "output.jsonl"))
+
+
+@pytest.mark.slurm
+def test_a_missing_model_folder_is_refused_at_submission_on_a_slurm_login_node(kit, configs, tmp_path):
+    """Without an SSH tunnel kit runs where the cluster's paths are: a model folder that is not there (directly, or
+    through a container mount) is one line at submission, and nothing is queued."""
+    need("SLURM_CONF", "the local Slurm cluster")
+    mounted = tmp_path / "models"
+    mounted.mkdir()
+    d = configs("plain", "executor: slurm\njob_dir: JOB_DIR\npartition: debug\n")
+    configs("pyxis", f"executor: slurm\njob_dir: JOB_DIR\npartition: debug\ncontainers:\n  vllm: img:1\n"
+                     f"mounts: ['{mounted}:/models']\n")  # fmt: skip
+    base = [f"--config_dir={d}", f"--input_file={problems(tmp_path, 2)}", "--output_dir=/o", "--expname=nomodel"]
+    res = kit("generate", "--cluster=plain", *base, f"--model={tmp_path / 'no-such-model'}")
+    assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1, res.stdout + res.stderr
+    assert f"input {tmp_path / 'no-such-model'} does not exist" in res.stderr, res.stderr
+    res = kit("generate", "--cluster=pyxis", *base, "--model=/models/qwen")  # the vllm container, with the mount
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert f"input /models/qwen (here {mounted}/qwen, through the job's container mounts) does not exist" in res.stderr
+    queued = subprocess.run(["squeue", "-h", "-n", "nomodel", "-o", "%i"], capture_output=True, text=True)
+    assert queued.stdout.strip() == "", queued.stdout
