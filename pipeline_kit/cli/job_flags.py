@@ -224,14 +224,16 @@ def run_jobs(
 
     if result_log:
         typer.echo(tail(cluster, f"{result.record.log_dir}/{result_log}", 10_000), nl=False)
-    logs = log_files(cluster, result.record) if cluster.executor != "slurm" else {}
+    logs = log_files(cluster, result.record) if "FAILED" in result.states.values() else {}
+    was_followed = cluster.executor != "slurm"  # (Slurm: nothing was shown while it ran)
     services = service_logs(pipeline.jobs)
     for name, state in result.states.items():
         if state != "FAILED":
             continue
         for path in [p for p in logs.get(name, []) if not p.endswith("/kit.log")][:4]:
             text = tail(cluster, path, 10)
-            text = unshown_tail(text, follow) if followed(Path(path), services) else text  # some were shown
+            if was_followed and followed(Path(path), services):
+                text = unshown_tail(text, follow)
             if text:
                 typer.echo(f"--- {path} (last lines)")
                 typer.echo(text, nl=False)
