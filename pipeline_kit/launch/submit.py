@@ -202,6 +202,8 @@ class Submission:
             return self._submit(run_id, wait, wait_timeout)
         from pipeline_kit.launch.follow import LogFollower, service_logs
 
+        if p.cluster.executor == "local":
+            _check_docker_daemon()  # its error stays the only line
         sys.stderr.write(f"{p.name}: logs in {self.log_dir}\n")
         sys.stderr.flush()
         with LogFollower(self.log_dir, service_logs(self.jobs), follow):
@@ -242,11 +244,7 @@ class Submission:
                 if p.cluster.executor == "slurm":
                     raise self._refused(e, by_task) from None
                 if type(e).__module__.startswith("docker."):  # the daemon is down or not where DOCKER_HOST says
-                    where = os.environ.get("DOCKER_HOST", "the default socket")
-                    raise UserError(
-                        f"cannot reach the Docker daemon at {where} ({str(e).splitlines()[0][:160]}); start dockerd "
-                        "or point DOCKER_HOST at it."
-                    ) from None
+                    raise _docker_unreachable(e) from None
                 raise
             if p.cluster.executor == "slurm":
                 for rec, job in zip(record.jobs, self.jobs, strict=True):
@@ -281,6 +279,26 @@ class Submission:
         hint = what_to_fix(self.pipeline.cluster, failed.job, reason) if failed else "fix what it names"
         name = failed.name if failed else "?"
         return UserError(f"sbatch refused job {name} ({reason}): {hint}{undone}. Nothing of it runs; submit again.")
+
+
+def _docker_unreachable(error: Exception) -> UserError:
+    where = os.environ.get("DOCKER_HOST", "the default socket")
+    return UserError(
+        f"cannot reach the Docker daemon at {where} ({str(error).splitlines()[0][:160]}); start dockerd or point "
+        "DOCKER_HOST at it."
+    )
+
+
+def _check_docker_daemon() -> None:
+    """The Docker daemon answers (as nemo-run's Docker executor will reach it: docker.from_env)."""
+    import docker
+
+    try:
+        docker.from_env().ping()
+    except Exception as e:
+        if type(e).__module__.startswith("docker."):
+            raise _docker_unreachable(e) from None
+        raise
 
 
 def _slurm_id(added) -> str | None:
