@@ -60,7 +60,8 @@ def key_fields(cfg: GenerateConfig, input_digest: str) -> dict[str, object]:
         # logprobs only when asked for: older keys (without it) stay valid
         **{f"inference.{k}": v for k, v in asdict(cfg.inference).items() if k != "logprobs" or v},
         "code_execution": cfg.code_execution,
-        **({"generation_key": cfg.generation_key} if cfg.generation_key else {}),  # older keys stay valid
+        # only another field: `generation` is what every run wrote before the key existed (older keys stay valid)
+        **({"generation_key": cfg.generation_key} if cfg.generation_key not in (None, "generation") else {}),
     }
     if cfg.code_execution:
         fields.update({k: getattr(cfg, k) for k in TIR_KEYS})

@@ -174,7 +174,8 @@ def judge_specs(spec: EvalSpec, generated: list[GenerateSpec]) -> list[GenerateS
                     postprocess_cmd=None,
                     server_container=None,
                     sandbox=None,
-                    overrides=spec.judge_overrides,
+                    # the judge's file is its own: its verdict replaces the judged `generation` it reads
+                    overrides=("++generation_key=generation", *spec.judge_overrides),
                 )
             )
     return out
