@@ -308,7 +308,9 @@ def test_an_unreachable_address_fails_fast_naming_it(kit, none_cluster, tmp_path
 
 def test_eval_whose_generation_failed_skips_its_summary_saying_why_once(kit, none_cluster, tmp_path):
     address = f"http://127.0.0.1:{free_port()}/v1"
-    res = kit("eval", *none_cluster, "--server_type=openai", f"--server_address={address}", "--model=m",
+    data = f"--data_dir={tmp_path / 'data'}"
+    assert kit("prepare_data", "arith", data).returncode == 0
+    res = kit("eval", *none_cluster, "--server_type=openai", f"--server_address={address}", "--model=m", data,
               "--benchmarks=arith", f"--output_dir={tmp_path / 'res'}", "++server.external_ready_timeout=2",
               "--expname=ev", timeout=120)  # fmt: skip
     assert res.returncode == 1, res.stdout + res.stderr

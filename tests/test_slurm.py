@@ -116,7 +116,8 @@ def test_afterok_chain_cancels_dependents_of_a_failure(kit, configs, tmp_path):
     command = f"--command=echo $SLURM_JOB_ID >> {ran}; exit 3"
     res = kit("run_cmd", *args, "--expname=okfail", "--dependent_jobs=2", command, "--wait", timeout=120)
     assert res.returncode == 1, res.stdout + res.stderr
-    ids = dict(re.findall(r"job (\S+) \w+ \(slurm job (\d+)\)", res.stdout))
+    ids = dict(re.findall(r"job (\S+) [^(]+\(slurm job (\d+)\)", res.stdout))
+    assert "job okfail-dep1 skipped: okfail failed (slurm job" in res.stdout, res.stdout  # dep2's parent: cancelled
     for dep in ("okfail-dep1", "okfail-dep2"):
         dependency = subprocess.run(["scontrol", "show", "job", ids[dep]], capture_output=True, text=True).stdout
         assert "afterok:" in dependency and "DependencyNeverSatisfied" in dependency, dependency

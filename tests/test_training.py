@@ -302,7 +302,7 @@ def test_grpo_rewards_with_the_grader_and_resumes_after_a_kill(kit, tmp_path, us
 
     res = kit(*args, env=TRAIN_ENV, timeout=600)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]
-    log = "".join(Path(p).read_text() for p in re.findall(r"^--- (\S+trainer\.log) \(last lines\)", res.stdout, re.M))
+    log = res.stderr  # the trainer's kit lines, shown as it ran
     assert f"resuming from {out}/checkpoint-{done[-1]} (step {done[-1]})" in log, log[-3000:]
     state = json.loads((out / "checkpoint-8" / "trainer_state.json").read_text())
     rewards = [e for e in state["log_history"] if "reward" in e]
