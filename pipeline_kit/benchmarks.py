@@ -22,8 +22,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from pipeline_kit.cluster.schema import closest, did_you_mean
-from pipeline_kit.errors import UserError
+from pipeline_kit.errors import UserError, closest, did_you_mean
 from pipeline_kit.resources import resource_dir
 
 FORMATS = ("jsonl", "json", "parquet")  # json: one array of objects; parquet needs pyarrow

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 
-from pipeline_kit.errors import UserError
+from pipeline_kit.errors import UserError, closest
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -70,9 +70,7 @@ def _run(argv: list[str], capture_help: bool) -> int:
 
 def _no_such_option(name: str, ctx) -> str | None:
     """'no such option --comand; did you mean --command?' when one of the command's (visible) flags is close,
-    matched as `++` keys are (pipeline_kit.cluster.schema.closest)."""
-    from pipeline_kit.cluster.schema import closest
-
+    matched as `++` keys are (pipeline_kit.errors.closest)."""
     params = ctx.command.params if ctx is not None else []
     flags = [o for p in params if not getattr(p, "hidden", False) for o in (*p.opts, *p.secondary_opts)]
     best = closest(name.lstrip("-"), [f[2:] for f in flags if f.startswith("--")])

@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from pipeline_kit.cluster import ClusterConfig
-from pipeline_kit.errors import UserError
+from pipeline_kit.errors import UserError, did_you_mean
 from pipeline_kit.evaluation.judge import judge_folder
 from pipeline_kit.jobs.generate import (
     GenerateSpec,
@@ -41,8 +41,6 @@ class BenchmarkRequest:
 
 def parse_benchmarks(text: str, known: list[str]) -> list[BenchmarkRequest]:
     """`name:N[,name:N…]`; `name` or `name:0` is greedy. Spaces, duplicates and unknown names are errors."""
-    from pipeline_kit.cluster.schema import did_you_mean
-
     if not text:
         raise UserError(
             f"--benchmarks is empty; name some, e.g. --benchmarks=math500:4,aime24 (known: {', '.join(known)})."

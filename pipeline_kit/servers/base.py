@@ -6,8 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from pipeline_kit.cluster.schema import did_you_mean
-from pipeline_kit.errors import UserError
+from pipeline_kit.errors import UserError, did_you_mean
 
 _URL = re.compile(r"^https?://[^\s'\"\\]+$")
 # names the interpreter that runs a server where the job runs; a cluster config may point it at the server's own
