@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from pipeline_kit.inference.config import GenerateConfig
 from pipeline_kit.inference.refusals import is_transient, refusal, server_message
-from pipeline_kit.inference.server_wait import ServerError, log_tail
+from pipeline_kit.server_wait import ServerError, log_tail
 from pipeline_kit.servers.base import get_server_type
 
 

@@ -15,8 +15,8 @@ from pipeline_kit.inference import unit_files
 from pipeline_kit.inference.config import GENERATION_TYPES, GenerateConfig, parse_overrides
 from pipeline_kit.inference.prompts import load_prompt_config
 from pipeline_kit.inference.refusals import RequestsFailed, Tally
-from pipeline_kit.inference.server_wait import ServerError, wait_until_ready
 from pipeline_kit.inference.tir import CodeRunner, check_code_settings
+from pipeline_kit.server_wait import ServerError, wait_until_ready
 
 
 def say(message: str) -> None:
