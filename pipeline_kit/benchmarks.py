@@ -304,7 +304,7 @@ def _check_values(where: str, v: dict[str, Any]) -> None:
     if v["TOKENS_TO_GENERATE"] <= 0:
         raise UserError(f"{where}: TOKENS_TO_GENERATE = {v['TOKENS_TO_GENERATE']} must be a positive number.")
     if v["EXTRACT"] is not None:
-        from pipeline_kit.evaluation.extraction import check_mode
+        from pipeline_kit.grading.extraction import check_mode
 
         check_mode(v["EXTRACT"], f"{where}: EXTRACT")
     for item in v["GENERATION_OVERRIDES"]:

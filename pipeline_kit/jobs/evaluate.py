@@ -27,7 +27,7 @@ from pipeline_kit.servers.base import ServerSpec
 
 RESULTS = "eval-results"  # <output_dir>/eval-results/<benchmark>/output-rs{seed}.jsonl
 # run by the generation script once a final file is complete ($KIT_PYTHON: the script's own interpreter)
-GRADE_COMMAND = '"$KIT_PYTHON" -m pipeline_kit.evaluation.grade "$KIT_OUTPUT_FILE"'
+GRADE_COMMAND = '"$KIT_PYTHON" -m pipeline_kit.grading.grade "$KIT_OUTPUT_FILE"'
 _SPEC_ITEM = re.compile(r"^([A-Za-z0-9_.-]+)(?::(\d+))?$")
 
 

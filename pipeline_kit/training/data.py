@@ -161,7 +161,7 @@ def _read_outputs(files: list[Path], need_grades: bool) -> dict[Path, list[tuple
     read = {path: list(_records(path)) for path in files}
     ungraded = [p for p, recs in read.items() if need_grades and any("symbolic_correct" not in r for _, r in recs)]
     if ungraded:
-        from pipeline_kit.evaluation.grade import grade_files
+        from pipeline_kit.grading.grade import grade_files
 
         grade_files(ungraded)
         read.update({path: list(_records(path)) for path in ungraded})
