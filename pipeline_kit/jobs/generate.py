@@ -161,12 +161,13 @@ def _finished(unit: Unit, key: dict[str, object], output_dir: str) -> bool:
     """Done (the caller checked) and made with the same settings; done with other settings is an error that names
     what changed."""
     from pipeline_kit.inference import done_key
-    from pipeline_kit.inference.unit_files import done_marker
 
     key = done_key.for_unit(key, unit.chunk_id, unit.seed)
     own = unit.output_file(output_dir)
     output, key = (
-        (own, key) if done_marker(own).exists() else (unit.merged_file(output_dir), done_key.merged_fields(key))
+        (own, key)
+        if done_key.done_marker(own).exists()
+        else (unit.merged_file(output_dir), done_key.merged_fields(key))
     )
     done_key.check_done(output, key, "--rerun_done")
     return True
