@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 
+from pipeline_kit.cli.version import version_line
 from pipeline_kit.errors import UserError, closest
 
 
@@ -23,16 +24,6 @@ def main(argv: list[str] | None = None) -> int:
             return 0
     code = _run(argv, capture_help=wants_help)
     return code
-
-
-def version_line() -> str:
-    """`kit 0.1.0 (pipeline_kit in <folder>, Python 3.11.7)`: what a bug report needs."""
-    from pathlib import Path
-
-    import pipeline_kit
-
-    python = ".".join(map(str, sys.version_info[:3]))
-    return f"kit {pipeline_kit.__version__} (pipeline_kit in {Path(pipeline_kit.__file__).parent}, Python {python})"
 
 
 def _run(argv: list[str], capture_help: bool) -> int:
