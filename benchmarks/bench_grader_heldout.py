@@ -29,8 +29,8 @@ def main() -> int:
 
     from math_verify import parse, verify
 
-    from pipeline_kit.evaluation.extraction import extract_answer
-    from pipeline_kit.evaluation.math_grader import Task, grade
+    from pipeline_kit.grading.extraction import extract_answer
+    from pipeline_kit.grading.math_grader import Task, grade
 
     logging.getLogger("math_verify").setLevel(logging.CRITICAL)
     cases = [json.loads(line) for line in Path(args.cases).read_text().splitlines() if line.strip()]

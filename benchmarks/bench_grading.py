@@ -10,7 +10,7 @@ unit) and a wrong one (35%: a digit changed; another letter or word for choice a
 a sampled eval, the same answer comes back for the same problem. Measured: (1) math-verify direct:
 parse(generation) and parse($expected$), verify, per pair, one process, its own timeouts; (2) kit's grader in
 this process: extract_answer + grade_tasks(workers=2), cache empty at the start, pool start included; (3) the
-same again (every pair cached); (4) `python -m pipeline_kit.evaluation.grade FILE --workers 2` on the pairs as a
+same again (every pair cached); (4) `python -m pipeline_kit.grading.grade FILE --workers 2` on the pairs as a
 result file: interpreter, reading, writing; (5) math-verify and kit's grader (cache emptied) on the distinct pairs
 only, without repeats. The verdicts of (1) and (2) are compared; each disagreement is printed."""
 
@@ -76,9 +76,9 @@ def direct(pairs: list[tuple[str, str]]) -> tuple[float, list[bool]]:
 
 
 def kit(pairs: list[tuple[str, str]], workers: int) -> tuple[float, list[bool], int]:
-    from pipeline_kit.evaluation import grader_pool
-    from pipeline_kit.evaluation.extraction import extract_answer
-    from pipeline_kit.evaluation.math_grader import Task, quick_verdict
+    from pipeline_kit.grading import grader_pool
+    from pipeline_kit.grading.extraction import extract_answer
+    from pipeline_kit.grading.math_grader import Task, quick_verdict
 
     start = time.perf_counter()
     tasks = [Task(extract_answer(generation), expected) for generation, expected in pairs]
@@ -96,7 +96,7 @@ def end_to_end(pairs: list[tuple[str, str]], workers: int) -> float:
                 json.dumps({"id": i, "generation": g, "expected_answer": e}) + "\n" for i, (g, e) in enumerate(pairs)
             )
         )
-        argv = [sys.executable, "-m", "pipeline_kit.evaluation.grade", str(path), "--workers", str(workers)]
+        argv = [sys.executable, "-m", "pipeline_kit.grading.grade", str(path), "--workers", str(workers)]
         start = time.perf_counter()
         subprocess.run(argv, check=True, capture_output=True)
         return time.perf_counter() - start
@@ -112,7 +112,7 @@ def main() -> None:
     unique = len(set(pairs))
     print(f"{len(pairs)} pairs, {unique} distinct ({len(pairs) / unique:.1f}x repeats)")
 
-    from pipeline_kit.evaluation import grader_pool
+    from pipeline_kit.grading import grader_pool
 
     distinct = list(dict.fromkeys(pairs))
     kit_cold, kit_verdicts, to_sympy = kit(pairs, args.workers)

@@ -22,28 +22,13 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from pipeline_kit.cluster.schema import closest, did_you_mean
-from pipeline_kit.errors import UserError
+# Source is a setting's type. The prepare() helpers are here only for benchmark modules written before they moved
+# to benchmark_helpers (`from pipeline_kit.benchmarks import Source, last_boxed` keeps working).
+from pipeline_kit.benchmark_helpers import Source, aops_problem, last_boxed, plain_number  # noqa: F401
+from pipeline_kit.errors import UserError, closest, did_you_mean
 from pipeline_kit.resources import resource_dir
 
-FORMATS = ("jsonl", "json", "parquet")  # json: one array of objects; parquet needs pyarrow
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
-
-
-@dataclass(frozen=True)
-class Source:
-    """Where a benchmark's rows come from: an http(s) URL of a file in one of FORMATS, as upstream publishes it
-    (e.g. https://huggingface.co/datasets/<repo>/resolve/main/<file> or a raw.githubusercontent.com file).
-    KIT_DATASETS_BASE_URL redirects every such URL (see pipeline_kit/cli/prepare_data_cmd.py)."""
-
-    url: str
-    format: str
-
-    def __post_init__(self):
-        if not re.match(r"^(https?://[^/]+/|file:///)", self.url):
-            raise ValueError(f"Source url {self.url!r} is not an http(s):// or file:// URL")
-        if self.format not in FORMATS:
-            raise ValueError(f"Source format {self.format!r} is not one of {', '.join(FORMATS)}")
 
 
 @dataclass(frozen=True)
@@ -305,7 +290,7 @@ def _check_values(where: str, v: dict[str, Any]) -> None:
     if v["TOKENS_TO_GENERATE"] <= 0:
         raise UserError(f"{where}: TOKENS_TO_GENERATE = {v['TOKENS_TO_GENERATE']} must be a positive number.")
     if v["EXTRACT"] is not None:
-        from pipeline_kit.evaluation.extraction import check_mode
+        from pipeline_kit.grading.extraction import check_mode
 
         check_mode(v["EXTRACT"], f"{where}: EXTRACT")
     for item in v["GENERATION_OVERRIDES"]:
@@ -328,46 +313,3 @@ def _functions(where: str, module: ModuleType, source: Source | None) -> tuple[C
         why = "it has a SOURCE, so prepare(row, index)" if source else "it has no SOURCE, so generate()"
         raise UserError(f"{where}: defines {other}(), which is never called: {why} makes its records; remove one.")
     return (fn, None) if source is not None else (None, fn)
-
-
-# ---- helpers for prepare functions
-
-
-def last_boxed(text: str) -> str | None:
-    """The contents of the last \\boxed{...} (or \\fbox{...}) in `text`, braces matched, or None if there is none."""
-    start = max(text.rfind("\\boxed"), text.rfind("\\fbox"))
-    if start < 0:
-        return None
-    brace = text.find("{", start)
-    if brace < 0:
-        return None
-    depth = 0
-    for i in range(brace, len(text)):
-        if text[i] == "{":
-            depth += 1
-        elif text[i] == "}":
-            depth -= 1
-            if depth == 0:
-                return text[brace + 1 : i]
-    return None
-
-
-def plain_number(value: Any) -> str:
-    """A number as an answer string: 27.0 and '27.0' -> '27', '025' -> '25', 2.5 -> '2.5'."""
-    text = str(value).strip()
-    try:
-        number = float(text)
-    except ValueError as e:
-        raise ValueError(f"answer {value!r} is not a number") from e
-    if math.isfinite(number) and number == int(number) and re.fullmatch(r"[-+]?\d+(\.0*)?", text):
-        return str(int(number))
-    return text
-
-
-def aops_problem(url: str) -> tuple[int, str, int]:
-    """(year, contest, problem number) of an AoPS wiki problem URL, e.g. .../2024_AIME_I_Problems/Problem_2 ->
-    (2024, 'AIME I', 2) and .../2023_AMC_12A_Problems/Problem_10 -> (2023, 'AMC 12A', 10)."""
-    m = re.search(r"/(\d{4})_([A-Za-z]+)_(\w+?)_Problems/Problem_(\d+)$", url)
-    if not m:
-        raise ValueError(f"url {url!r} is not an AoPS wiki problem page (.../YEAR_CONTEST_Problems/Problem_N)")
-    return int(m.group(1)), f"{m.group(2)} {m.group(3)}", int(m.group(4))

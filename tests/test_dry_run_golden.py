@@ -256,7 +256,7 @@ from pipeline_kit.cluster import load_cluster_config
 from pipeline_kit.jobs import GenerateSpec, JobOptions, generate_jobs
 from pipeline_kit.launch import run_pipeline
 from pipeline_kit.pipeline import Pipeline
-from pipeline_kit.sandbox.component import SandboxSpec
+from pipeline_kit.components.sandbox import SandboxSpec
 from pipeline_kit.servers import ServerSpec
 
 if __name__ == "__main__":

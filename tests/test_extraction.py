@@ -1,10 +1,10 @@
-"""Answer extraction (pipeline_kit.evaluation.extraction): which part of a generation is its answer, by rule."""
+"""Answer extraction (pipeline_kit.grading.extraction): which part of a generation is its answer, by rule."""
 
 from __future__ import annotations
 
 import pytest
 
-from pipeline_kit.evaluation.extraction import boxed_content, extract_answer, final_boxed, last_boxed
+from pipeline_kit.grading.extraction import boxed_content, extract_answer, final_boxed, last_boxed
 
 
 @pytest.mark.parametrize(
@@ -87,7 +87,7 @@ def test_boxed_mode_takes_only_boxed_letters():
 
 def test_an_unknown_mode_is_one_line():
     from pipeline_kit.errors import UserError
-    from pipeline_kit.evaluation.extraction import check_mode
+    from pipeline_kit.grading.extraction import check_mode
 
     with pytest.raises(UserError, match=r"--extract='box' is not an extraction mode; use one of: boxed, auto"):
         check_mode("box")

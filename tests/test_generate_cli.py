@@ -183,7 +183,7 @@ def test_relative_paths_are_refused_off_this_machine(kit, configs):
 
 def test_generate_has_no_lambda_references(tmp_path):
     """The client's reference to the server is an explicit object, so a plan can be inspected and compared."""
-    from pipeline_kit.inference.client_command import ClientCommand
+    from pipeline_kit.components.client import ClientCommand
     from pipeline_kit.pipeline.model import Endpoint
     from pipeline_kit.servers import ServerSpec
 

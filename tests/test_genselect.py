@@ -1,6 +1,7 @@
-"""GenSelect (pipeline_kit/selection/genselect.py): the prompt and the judgment parsing on exact cases; the tournament
-through `kit generate ++generation_type=genselect` and `--genselect` against the stub server, whose judgments are
-scripted (it names the largest \\boxed number); once against the real tiny model; and bad inputs as one line."""
+"""GenSelect (the tournament in pipeline_kit/selection/genselect.py, its prompt in inference/genselect.py): the
+prompt, the windows and the judgment parsing on exact cases; the tournament through `kit generate
+++generation_type=genselect` and `--genselect` against the stub server, whose judgments are scripted (it names the
+largest \\boxed number); once against the real tiny model; and bad inputs as one line."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ import sys
 import pytest
 from conftest import SERVICES, need, problems, rows
 
+from pipeline_kit.inference.genselect import prompt_messages
 from pipeline_kit.inference.prompts import load_prompt_config
-from pipeline_kit.selection.genselect import Solution, parse_judgment, prompt_messages
+from pipeline_kit.selection.genselect import Solution, parse_judgment, windows
 
 # ---- the prompt and the parsing
 
@@ -33,6 +35,16 @@ def test_prompt_lists_the_solutions_after_any_thinking():
             'Judgment: <index>", where <index> is the number of the best\nsolution (0 to 1).',
         }
     ]
+
+
+@pytest.mark.parametrize(
+    ("n", "size", "lengths"),
+    [(2, 8, [2]), (8, 8, [8]), (9, 8, [5, 4]), (7, 3, [3, 2, 2]), (16, 8, [8, 8]), (17, 4, [4, 4, 3, 3, 3])],
+)
+def test_windows_are_near_equal_and_keep_the_order(n, size, lengths):
+    parts = windows(list(range(n)), size)
+    assert [len(p) for p in parts] == lengths
+    assert [x for p in parts for x in p] == list(range(n))
 
 
 @pytest.mark.parametrize(

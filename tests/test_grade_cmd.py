@@ -1,4 +1,4 @@
-"""`kit grade` and `python -m pipeline_kit.evaluation.grade`: result files graded in place, idempotent, atomic,
+"""`kit grade` and `python -m pipeline_kit.grading.grade`: result files graded in place, idempotent, atomic,
 with one-line errors that name the file and line."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from pipeline_kit.errors import UserError
-from pipeline_kit.evaluation import grade as grade_module
-from pipeline_kit.evaluation.grade import grade_files
+from pipeline_kit.grading import grade as grade_module
+from pipeline_kit.grading.grade import grade_files
 
 ADDED = {"predicted_answer", "symbolic_correct", "grading_timed_out", "extract_mode", "grading_key"}
 
@@ -107,7 +107,7 @@ def test_python_m_entry_point_matches_kit_grade(kit, tmp_path: Path):
     b = write_jsonl(tmp_path / "b" / "output-rs0.jsonl", records())
     assert kit("grade", str(a), "--workers", "2").returncode == 0
     proc = subprocess.run(
-        [sys.executable, "-m", "pipeline_kit.evaluation.grade", str(b), "--workers", "2"],
+        [sys.executable, "-m", "pipeline_kit.grading.grade", str(b), "--workers", "2"],
         capture_output=True,
         text=True,
     )
@@ -119,7 +119,7 @@ def test_killed_run_leaves_the_file_as_it_was_and_its_workers_exit(tmp_path: Pat
     slow = [{"expected_answer": "x + \\sqrt{2}", "generation": f"\\boxed{{3^{{3^{{20}}}} + {i}}}"} for i in range(20)]
     out = write_jsonl(tmp_path / "output.jsonl", records() + slow)
     before = out.read_bytes()
-    argv = [sys.executable, "-m", "pipeline_kit.evaluation.grade", str(out), "--workers", "2", "--timeout", "2"]
+    argv = [sys.executable, "-m", "pipeline_kit.grading.grade", str(out), "--workers", "2", "--timeout", "2"]
     proc = subprocess.Popen(argv, stderr=subprocess.PIPE)
     time.sleep(3)
     assert proc.poll() is None, "grading ended before it could be killed"
@@ -178,7 +178,7 @@ def test_missing_paths_and_bad_flags(kit, tmp_path: Path):
     r = kit("grade", str(tmp_path), "--timeout", "0")
     assert r.returncode == 2 and "--timeout must be a positive number" in r.stderr
     proc = subprocess.run(
-        [sys.executable, "-m", "pipeline_kit.evaluation.grade", "--workers", "x", str(tmp_path)],
+        [sys.executable, "-m", "pipeline_kit.grading.grade", "--workers", "x", str(tmp_path)],
         capture_output=True,
         text=True,
     )
@@ -203,7 +203,7 @@ def test_file_rewritten_meanwhile_is_not_overwritten(tmp_path: Path, monkeypatch
 
 
 def test_missing_math_verify_is_one_line(tmp_path: Path, monkeypatch):
-    from pipeline_kit.evaluation import grader_pool
+    from pipeline_kit.grading import grader_pool
 
     out = write_jsonl(tmp_path / "output.jsonl", [{"expected_answer": "\\cot x", "generation": "\\boxed{\\tan x}"}])
     before = out.read_bytes()

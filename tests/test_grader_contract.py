@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pipeline_kit.evaluation import grader_pool
-from pipeline_kit.evaluation.extraction import boxed_content, extract_answer, last_boxed
-from pipeline_kit.evaluation.math_grader import Task, Verdict, equivalent, grade
-from pipeline_kit.evaluation.normalize import lists_any_order
+from pipeline_kit.grading import grader_pool
+from pipeline_kit.grading.extraction import boxed_content, extract_answer, last_boxed
+from pipeline_kit.grading.math_grader import Task, Verdict, equivalent, grade
+from pipeline_kit.grading.normalize import lists_any_order
 
 CASES = Path(__file__).parent / "data" / "grader_cases"
 FILES = (

@@ -344,7 +344,7 @@ def test_malformed_upstream_file(kit, mirror, tmp_path, name, body, expected):
 
 MINE = '''
 """Mine: two problems from a JSON array upstream."""
-from pipeline_kit.benchmarks import Source
+from pipeline_kit.benchmark_helpers import Source
 
 GROUP = "math"
 METRICS_TYPE = "math"

@@ -8,12 +8,21 @@ import re
 import pytest
 
 from pipeline_kit.errors import UserError
-from pipeline_kit.servers import ServerSpec, get_server_type
+from pipeline_kit.servers import SERVER_TYPES, ServerSpec, ServerType, get_server_type
 from pipeline_kit.servers.base import HEAD_HOST
 
 
 def command(kind: str, **kw) -> str:
     return get_server_type(kind).command(ServerSpec(kind, "/models/qwen", **kw), port="8000")
+
+
+def test_every_registered_name_is_a_server_type_of_that_name_and_others_are_refused():
+    assert sorted(SERVER_TYPES) == ["openai", "sglang", "transformers", "trtllm", "vllm"]
+    for name in SERVER_TYPES:
+        server_type = get_server_type(name)
+        assert isinstance(server_type, ServerType) and server_type.name == name
+    with pytest.raises(UserError, match=r"--server_type=vlm is not a server type \(openai, .*Did you mean 'vllm'\?"):
+        get_server_type("vlm")
 
 
 def test_vllm_single_node_tensor_parallel_and_args():

@@ -344,7 +344,7 @@ def test_ungraded_files_are_graded_first(tmp_path: Path, monkeypatch, capsys):
         (bench / f"output-rs{seed}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     calls = []
 
-    def grade_files(paths, extract):  # stands in for pipeline_kit.evaluation.grade: \\boxed{}'s answer against "3"
+    def grade_files(paths, extract):  # stands in for pipeline_kit.grading.grade: \\boxed{}'s answer against "3"
         calls.append((sorted(p.name for p in paths), extract))
         for path in paths:
             graded = []
@@ -355,7 +355,7 @@ def test_ungraded_files_are_graded_first(tmp_path: Path, monkeypatch, capsys):
                 graded.append(json.dumps(rec) + "\n")
             path.write_text("".join(graded))
 
-    monkeypatch.setitem(sys.modules, "pipeline_kit.evaluation.grade", types.SimpleNamespace(grade_files=grade_files))
+    monkeypatch.setitem(sys.modules, "pipeline_kit.grading.grade", types.SimpleNamespace(grade_files=grade_files))
     assert main(["summarize", str(bench)]) == 0
     assert calls == [(["output-rs0.jsonl", "output-rs1.jsonl"], "boxed")]
     assert json.loads((bench / "metrics.json").read_text())["b"]["pass@2"]["symbolic_correct"] == 25.0  # 1 of 4

@@ -1,7 +1,7 @@
 """AIME 2024: the 30 problems of AIME I and II 2024, integer answers 0-999.
 Upstream: Qwen2.5-Math's evaluation data; its answers keep leading zeros ("025"), kept here as answer_raw."""
 
-from pipeline_kit.benchmarks import Source, aops_problem, plain_number
+from pipeline_kit.benchmark_helpers import Source, aops_problem, plain_number
 
 GROUP = "math"
 METRICS_TYPE = "math"

@@ -1,7 +1,7 @@
 """AIME 2025: the 30 problems of AIME I (rows 0-14) and AIME II (rows 15-29) 2025, integer answers 0-999.
 Upstream: NeMo-Skills' aime25 file (JSONL named test.txt) with AoPS reference solutions."""
 
-from pipeline_kit.benchmarks import Source, plain_number
+from pipeline_kit.benchmark_helpers import Source, plain_number
 
 GROUP = "math"
 METRICS_TYPE = "math"

@@ -1,7 +1,7 @@
 """AMC 2023: 40 problems of AMC 12A (22) and 12B (18) 2023 with numeric answers (the choices left out).
 Upstream: Qwen2.5-Math's evaluation data; it stores answers as floats (27.0), kept here as answer_raw."""
 
-from pipeline_kit.benchmarks import Source, aops_problem, plain_number
+from pipeline_kit.benchmark_helpers import Source, aops_problem, plain_number
 
 GROUP = "math"
 METRICS_TYPE = "math"

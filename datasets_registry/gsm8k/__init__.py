@@ -1,7 +1,7 @@
 """GSM8K: the 1,319 grade-school word problems of the test split, integer answers.
 Upstream: OpenAI's grade-school-math repo; the answer is the text after `####`, commas removed."""
 
-from pipeline_kit.benchmarks import Source
+from pipeline_kit.benchmark_helpers import Source
 
 GROUP = "math"
 METRICS_TYPE = "math"

@@ -1,7 +1,7 @@
 """HMMT February 2025: the 30 problems MathArena evaluates, LaTeX answers (numbers and closed forms).
 Upstream: the MathArena/hmmt_feb_2025 dataset on Hugging Face, a parquet file (reading it needs pyarrow)."""
 
-from pipeline_kit.benchmarks import Source
+from pipeline_kit.benchmark_helpers import Source
 
 GROUP = "math"
 METRICS_TYPE = "math"

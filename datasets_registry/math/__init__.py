@@ -1,7 +1,7 @@
 """MATH: the full 5,000-problem test set of Hendrycks et al. (7 subjects, levels 1-5), LaTeX answers.
 Upstream: Qwen2.5-Math's evaluation data; the answer is the last \\boxed{} of the reference solution."""
 
-from pipeline_kit.benchmarks import Source, last_boxed
+from pipeline_kit.benchmark_helpers import Source, last_boxed
 
 GROUP = "math"
 METRICS_TYPE = "math"

@@ -1,7 +1,7 @@
 """MATH-500: 500 problems of the MATH test set (the PRM800K split), LaTeX answers, subject and level 1-5.
 Upstream: simpleRL-reason's copy (the same file as math-evaluation-harness' data/math500), `answer` per row."""
 
-from pipeline_kit.benchmarks import Source
+from pipeline_kit.benchmark_helpers import Source
 
 GROUP = "math"
 METRICS_TYPE = "math"

@@ -1,7 +1,7 @@
 """Minerva Math: 272 undergraduate science and math problems (MIT OCW), the set of the Minerva paper.
 Upstream: Qwen2.5-Math's evaluation data; the answer is the last \\boxed{} of the solution (some are Python-ish)."""
 
-from pipeline_kit.benchmarks import Source, last_boxed
+from pipeline_kit.benchmark_helpers import Source, last_boxed
 
 GROUP = "math"
 METRICS_TYPE = "math"

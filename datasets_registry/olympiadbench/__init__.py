@@ -1,7 +1,7 @@
 """OlympiadBench: 675 open-ended, text-only, English competition math problems (OE_TO_maths_en_COMP).
 Upstream: Qwen2.5-Math's evaluation data; the answer is `final_answer` joined with ", ", without `$`."""
 
-from pipeline_kit.benchmarks import Source
+from pipeline_kit.benchmark_helpers import Source
 
 GROUP = "math"
 METRICS_TYPE = "math"

@@ -22,6 +22,7 @@ from pipeline_kit.cli import (
     summarize_cmd,
     train_cmd,
 )
+from pipeline_kit.cli.version import version_line
 
 app = typer.Typer(
     name="kit",
@@ -40,8 +41,6 @@ def _root(
     ] = False,
 ) -> None:
     if version:  # `kit --version` alone is answered before typer loads (cli/main.py); this is for `kit -V cmd`
-        from pipeline_kit.cli.main import version_line
-
         print(version_line())
         raise typer.Exit(0)
 

@@ -76,7 +76,7 @@ def register(app: typer.Typer) -> None:
         if num_jobs is not None and num_jobs < 1:
             raise UserError(f"--num_jobs must be at least 1, got {num_jobs}.")
         if extract is not None:
-            from pipeline_kit.evaluation.extraction import check_mode
+            from pipeline_kit.grading.extraction import check_mode
 
             check_mode(extract)
         spec = EvalSpec(

@@ -64,7 +64,7 @@ def _announce_when_ready(
     """The address line, printed only once the service answers (`kit CMD: NAME serves at URL[ on NODE] ...`), then
     how long it took."""
     from pipeline_kit.errors import UserError
-    from pipeline_kit.inference.server_wait import ServerError, wait_until_ready
+    from pipeline_kit.server_wait import ServerError, wait_until_ready
 
     try:
         waited = wait_until_ready(url, timeout, log)

@@ -1,5 +1,5 @@
 """`kit grade PATH…`: extract each record's answer and grade it against expected_answer, in place
-(pipeline_kit.evaluation.grade; jobs run the same code as `python -m pipeline_kit.evaluation.grade`)."""
+(pipeline_kit.grading.grade; jobs run the same code as `python -m pipeline_kit.grading.grade`)."""
 
 from __future__ import annotations
 
@@ -32,8 +32,8 @@ def register(app: typer.Typer) -> None:
             ),
         ] = "boxed",
     ) -> None:
-        from pipeline_kit.evaluation.grade import check_flags, grade_files, report
-        from pipeline_kit.evaluation.math_grader import DEFAULT_TIMEOUT
+        from pipeline_kit.grading.grade import check_flags, grade_files, report
+        from pipeline_kit.grading.math_grader import DEFAULT_TIMEOUT
 
         timeout = DEFAULT_TIMEOUT if timeout is None else timeout  # imported here: --help stays fast
         check_flags(workers, timeout)

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import sys
 
-from pipeline_kit.errors import UserError
+from pipeline_kit.cli.version import version_line
+from pipeline_kit.errors import UserError, closest
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -23,16 +24,6 @@ def main(argv: list[str] | None = None) -> int:
             return 0
     code = _run(argv, capture_help=wants_help)
     return code
-
-
-def version_line() -> str:
-    """`kit 0.1.0 (pipeline_kit in <folder>, Python 3.11.7)`: what a bug report needs."""
-    from pathlib import Path
-
-    import pipeline_kit
-
-    python = ".".join(map(str, sys.version_info[:3]))
-    return f"kit {pipeline_kit.__version__} (pipeline_kit in {Path(pipeline_kit.__file__).parent}, Python {python})"
 
 
 def _run(argv: list[str], capture_help: bool) -> int:
@@ -70,9 +61,7 @@ def _run(argv: list[str], capture_help: bool) -> int:
 
 def _no_such_option(name: str, ctx) -> str | None:
     """'no such option --comand; did you mean --command?' when one of the command's (visible) flags is close,
-    matched as `++` keys are (pipeline_kit.cluster.schema.closest)."""
-    from pipeline_kit.cluster.schema import closest
-
+    matched as `++` keys are (pipeline_kit.errors.closest)."""
     params = ctx.command.params if ctx is not None else []
     flags = [o for p in params if not getattr(p, "hidden", False) for o in (*p.opts, *p.secondary_opts)]
     best = closest(name.lstrip("-"), [f[2:] for f in flags if f.startswith("--")])

@@ -23,7 +23,7 @@ class SandboxOptions:
     ] = None
 
     def spec(self, port):
-        from pipeline_kit.sandbox.component import SandboxSpec
+        from pipeline_kit.components.sandbox import SandboxSpec
 
         return SandboxSpec(self.sandbox_args, self.sandbox_container, port)
 

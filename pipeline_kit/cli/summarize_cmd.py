@@ -49,8 +49,8 @@ def register(app: typer.Typer) -> None:
             ),
         ] = "boxed",
     ) -> None:
-        from pipeline_kit.evaluation.extraction import check_mode
         from pipeline_kit.evaluation.summarize import summarize as run
+        from pipeline_kit.grading.extraction import check_mode
 
         check_mode(extract)
         text, metrics_path = run(results_dir, save_metrics_path, audit, plot, regrade, extract)

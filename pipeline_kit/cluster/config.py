@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline_kit.cluster.schema import CLUSTER_KEYS, check_mapping
-from pipeline_kit.errors import UserError
+from pipeline_kit.errors import UserError, closest
 from pipeline_kit.slurm_time import check_slurm_time
 
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -52,8 +52,6 @@ class ClusterConfig:
     def container(self, key: str) -> str:
         """The image (or `dockerfile:PATH`) for a container key, failing with the keys that exist."""
         if key not in self.containers:
-            from pipeline_kit.cluster.schema import closest
-
             known = ", ".join(sorted(self.containers)) or "none"
             best = closest(key, sorted(self.containers))
             fix = f"did you mean '{best}'? Or add it there." if best else "add it there."

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 from pipeline_kit.cluster.config import ClusterConfig, build_cluster_config
-from pipeline_kit.errors import UserError
+from pipeline_kit.errors import UserError, did_you_mean
 from pipeline_kit.resources import resource_dir
 
 PACKAGE_CONFIGS = resource_dir("cluster_configs")
@@ -41,8 +41,6 @@ def find_cluster_config(cluster: str | None, config_dir: str | None = None) -> P
 def _not_found(cluster: str, dirs: list[Path]) -> str:
     """The error for a config name found nowhere: the folders looked in (absolute, those missing marked) and the
     configs they do hold, with a did-you-mean."""
-    from pipeline_kit.cluster.schema import did_you_mean
-
     tried = [f"{d.absolute()}" + ("" if d.is_dir() else " (no such folder)") for d in dirs]
     names = [p.stem for d in dirs if d.is_dir() for p in sorted(d.iterdir()) if p.suffix in (".yaml", ".yml")]
     names = list(dict.fromkeys(names))

@@ -3,11 +3,10 @@ plain validated values, failing with one line that names the file and the key.""
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass
 from typing import Any
 
-from pipeline_kit.errors import UserError
+from pipeline_kit.errors import UserError, did_you_mean
 
 EXECUTORS = ("none", "local", "slurm")
 DEPENDENCY_TYPES = ("afterany", "afterok", "afternotok", "aftercorr")
@@ -57,18 +56,6 @@ _TYPE_WORDS = {
     "dict[str,str]": "a mapping of names to strings",
     "section": "a mapping",
 }
-
-
-def closest(word: str, options: list[str] | tuple[str, ...]) -> str | None:
-    """The option closest to a misspelled `word` (difflib), or None when nothing is close."""
-    close = difflib.get_close_matches(word, list(options), n=1, cutoff=0.6)
-    return close[0] if close else None
-
-
-def did_you_mean(word: str, options: list[str] | tuple[str, ...]) -> str:
-    """' Did you mean 'x'?' for the closest option, or '' when nothing is close."""
-    best = closest(word, options)
-    return f" Did you mean '{best}'?" if best else ""
 
 
 def check_mapping(raw: Any, keys: tuple[Key, ...], where: str, prefix: str = "") -> dict[str, Any]:

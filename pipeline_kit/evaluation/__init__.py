@@ -1,2 +1,2 @@
-"""Evaluation of generated solutions: answer extraction, grading, metrics and the summaries of results
-folders (`kit grade`, `kit summarize`)."""
+"""Evaluation of graded results: metrics (pass@k, majority and GenSelect modes), LLM-judge verdicts and the
+summaries of results folders (`kit summarize`). Grading itself lives in pipeline_kit.grading."""

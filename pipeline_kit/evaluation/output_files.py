@@ -238,7 +238,7 @@ def _grading_inputs(path: Path, build_tasks: bool, extract: str) -> tuple[dict[s
             todo.append((lineno, rec))
     if not build_tasks or missing:
         return missing, {}
-    from pipeline_kit.evaluation.grade import task_of
+    from pipeline_kit.grading.grade import task_of
 
     return missing, {lineno: task_of(rec, f"{path}:{lineno}", extract) for lineno, rec in todo}
 
@@ -246,7 +246,7 @@ def _grading_inputs(path: Path, build_tasks: bool, extract: str) -> tuple[dict[s
 def _grade_in_place(paths: list[Path], extract: str) -> None:
     """Grade files whose records lack a verdict, in place, with the grader of `kit grade`."""
     try:
-        from pipeline_kit.evaluation.grade import grade_files
+        from pipeline_kit.grading.grade import grade_files
     except ImportError as e:
         raise UserError(
             f"{paths[0]} is not graded yet (a record has no symbolic_correct) and the grader could not be loaded "
@@ -257,7 +257,7 @@ def _grade_in_place(paths: list[Path], extract: str) -> None:
 
 def _grade_in_memory(tasks: dict[Path, dict]) -> dict[Path, dict]:
     """path -> line number -> (predicted answer, correct, timed out), from kit's grader; nothing is written."""
-    from pipeline_kit.evaluation.grader_pool import grade_tasks
+    from pipeline_kit.grading.grader_pool import grade_tasks
 
     flat = [(path, lineno, task) for path, by_line in tasks.items() for lineno, task in by_line.items()]
     verdicts = grade_tasks([task for *_, task in flat])

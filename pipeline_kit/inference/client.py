@@ -5,6 +5,7 @@ retried with exponential backoff, a refusal of one request (context length, anot
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import random
 import time
@@ -12,8 +13,7 @@ from dataclasses import dataclass, field
 
 from pipeline_kit.inference.config import GenerateConfig
 from pipeline_kit.inference.refusals import is_transient, refusal, server_message
-from pipeline_kit.inference.server_wait import ServerError, log_tail
-from pipeline_kit.servers.base import get_server_type
+from pipeline_kit.server_wait import ServerError, log_tail
 
 
 @dataclass
@@ -51,10 +51,22 @@ def token_logprobs(choice, chat: bool) -> list[float] | None:
     return [float(v) for v in _field(logprobs, "token_logprobs") or [] if v is not None]
 
 
+def sampling_fields(server_type: str | None, temperature: float, top_k: int) -> dict:
+    """The sampling fields a request carries beyond OpenAI's (temperature, top_p, seed), merged into its JSON body,
+    by the server type's name (None: a generic OpenAI-compatible endpoint, run without kit generate). `top_k` as
+    vLLM and SGLang read it, when it is on (> 0). `transformers serve` starts each request's GenerationConfig from
+    the model's generation_config.json and takes only temperature and top_p from the request, so a model whose file
+    lacks `do_sample: true` decodes greedily at any temperature, and it refuses a `top_k` field (HTTP 422): its own
+    `generation_config` field (a JSON string; the fields it leaves unset still come from the model's file) says
+    both."""
+    if server_type == "transformers":
+        config = {"do_sample": temperature > 0, **({"top_k": top_k} if top_k > 0 else {})}
+        return {"generation_config": json.dumps(config)}
+    return {"top_k": top_k} if top_k > 0 else {}
+
+
 class GenerationClient:
     def __init__(self, cfg: GenerateConfig, api_key: str | None):
-        # which fields a request carries; a generic OpenAI-compatible endpoint when run without kit generate
-        self.server_type = get_server_type(cfg.server.server_type or "openai")
         os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # offline: no cost-map download at import
         import litellm
 
@@ -129,7 +141,7 @@ class GenerationClient:
             params["seed"] = inf.random_seed
         if inf.stop_phrases:
             params["stop"] = list(inf.stop_phrases)
-        if fields := self.server_type.sampling_fields(inf.temperature, inf.top_k):
+        if fields := sampling_fields(self.cfg.server.server_type, inf.temperature, inf.top_k):
             params["extra_body"] = fields
         if inf.logprobs:  # chat: true (a list per token comes back); text: the top-1 count
             params["logprobs"] = 1 if self.template is not None else True

@@ -6,8 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field, fields, is_dataclass
 
-from pipeline_kit.cluster.schema import closest, did_you_mean
-from pipeline_kit.errors import UserError
+from pipeline_kit.errors import UserError, closest, did_you_mean
 
 MISSING = "???"  # omegaconf's marker for a required value
 

@@ -10,11 +10,20 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
+from pipeline_kit.atomic import write_atomic
 from pipeline_kit.errors import UserError
 from pipeline_kit.inference.config import GenerateConfig
-from pipeline_kit.inference.unit_files import done_marker
 
 TIR_KEYS = ("code_tags", "max_code_executions", "code_timeout", "max_code_output_characters", "code_language")
+
+
+def done_marker(path: str | Path) -> Path:
+    return Path(f"{path}.done")
+
+
+def write_done(output: str | Path, key: dict[str, object]) -> None:
+    """Mark `output` finished, recording the key of what made it."""
+    write_atomic(done_marker(output), json.dumps({"key": key}, sort_keys=True, default=str) + "\n")
 
 
 def file_digest(path: str | Path, what: str = "") -> str:
@@ -32,7 +41,7 @@ def file_digest(path: str | Path, what: str = "") -> str:
 def input_digest(cfg: GenerateConfig) -> str:
     """The content hash of what a unit reads: ++input_file, or for GenSelect the runs in ++input_dir."""
     if cfg.generation_type == "genselect":
-        from pipeline_kit.selection.genselect_runs import runs_digest
+        from pipeline_kit.selection.genselect_runs import runs_digest  # with the grader it reads: only for GenSelect
 
         return runs_digest(cfg.input_dir)
     return file_digest(cfg.input_file, "++input_file=")

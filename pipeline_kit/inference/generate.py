@@ -15,8 +15,8 @@ from pipeline_kit.inference import unit_files
 from pipeline_kit.inference.config import GENERATION_TYPES, GenerateConfig, parse_overrides
 from pipeline_kit.inference.prompts import load_prompt_config
 from pipeline_kit.inference.refusals import RequestsFailed, Tally
-from pipeline_kit.inference.server_wait import ServerError, wait_until_ready
 from pipeline_kit.inference.tir import CodeRunner, check_code_settings
+from pipeline_kit.server_wait import ServerError, wait_until_ready
 
 
 def say(message: str) -> None:
@@ -171,17 +171,17 @@ def run(cfg: GenerateConfig) -> Tally | None:
     rerun_hint = "++rerun_done=true (kit generate --rerun_done)"
     if cfg.rerun_done:
         # a rerun chunk of a merged file: the other chunks are cut back out of it, and all are merged again
-        if merged is not None and unit_files.done_marker(merged).exists():
+        if merged is not None and done_key.done_marker(merged).exists():
             # the other chunks keep the key of what made them (an old .done without one: this run's)
             made_by = done_key.recorded_key(merged) or done_key.merged_fields(key)
             unit_files.split_merged(merged, cfg.num_chunks, made_by)
-        for p in [unit_files.done_marker(out), unit_files.in_progress_file(out)]:
+        for p in [done_key.done_marker(out), unit_files.in_progress_file(out)]:
             p.unlink(missing_ok=True)
-    elif merged is not None and unit_files.done_marker(merged).exists():
+    elif merged is not None and done_key.done_marker(merged).exists():
         done_key.check_done(merged, done_key.merged_fields(key), rerun_hint)
         say(f"{merged} is done; skipping chunk {cfg.chunk_id} (pass ++rerun_done=true to redo it)")
         return None
-    if not cfg.rerun_done and unit_files.done_marker(out).exists():
+    if not cfg.rerun_done and done_key.done_marker(out).exists():
         done_key.check_done(out, key, rerun_hint)
         say(f"{out} is done; skipping (pass ++rerun_done=true to redo it)")
     else:

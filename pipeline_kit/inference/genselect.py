@@ -6,10 +6,23 @@ from __future__ import annotations
 
 from pipeline_kit.errors import UserError
 from pipeline_kit.inference.config import GenerateConfig
-from pipeline_kit.inference.prompts import load_prompt_config
+from pipeline_kit.inference.prompts import PromptConfig, load_prompt_config
 from pipeline_kit.inference.unit_files import chunk_of
-from pipeline_kit.selection.genselect import Reply, prompt_messages, select
+from pipeline_kit.selection.genselect import Reply, Solution, select
 from pipeline_kit.selection.genselect_runs import read_problems
+
+
+def solution_text(record: dict) -> str:
+    """The part of a generation the judge reads: after the last </think> (a reasoning model's summary), stripped."""
+    return record["generation"].split("</think>")[-1].strip()
+
+
+def prompt_messages(prompt: PromptConfig, solutions: list[Solution]) -> list[dict]:
+    """A window's prompt: the problem's own fields (from the first solution's record) plus {solutions} ("Solution
+    0:" ... blocks), {num_solutions} and {max_index}."""
+    block = "\n\n".join(f"Solution {i}:\n{solution_text(s.record)}" for i, s in enumerate(solutions))
+    values = {**solutions[0].record, "solutions": block, "num_solutions": len(solutions)}
+    return prompt.messages({**values, "max_index": len(solutions) - 1})
 
 
 class GenSelectTask:
@@ -32,9 +45,9 @@ class GenSelectTask:
     async def sample(self, i: int, model) -> dict:
         line_no, solutions = self.rows[i]
 
-        async def ask(messages: list[dict]) -> Reply:
-            result = await model.generate(messages)
+        async def ask(window: list[Solution]) -> Reply:
+            result = await model.generate(prompt_messages(self.prompt, window))
             return Reply(result.text, result.num_generated_tokens, result.error)
 
         # the shuffle's seed: the unit's seed and the problem's line in the first run (not its chunk position)
-        return await select(solutions, self.window, f"{self.seed}:{line_no}", self.prompt, ask)
+        return await select(solutions, self.window, f"{self.seed}:{line_no}", ask)

@@ -144,7 +144,7 @@ def load_prompt_config(name: str) -> PromptConfig:
     check_examples(str(path), template, examples, system, data["user"])
     extract = data.get("extract")  # optional: the benchmark's EXTRACT, else boxed
     if extract is not None:
-        from pipeline_kit.evaluation.extraction import check_mode
+        from pipeline_kit.grading.extraction import check_mode
 
         check_mode(extract, f"{path}: extract")
     return PromptConfig(

@@ -11,7 +11,7 @@ import json
 import re
 
 from pipeline_kit.errors import UserError
-from pipeline_kit.inference.server_wait import ServerError
+from pipeline_kit.server_wait import ServerError
 
 TRANSIENT_STATUS = (408, 429)
 AUTH_STATUS = (401, 403)

@@ -12,7 +12,7 @@ from pipeline_kit.errors import UserError
 from pipeline_kit.inference.config import GenerateConfig
 from pipeline_kit.inference.prompts import PromptConfig
 from pipeline_kit.inference.refusals import is_transient, refusal, server_message
-from pipeline_kit.inference.server_wait import ServerError, log_tail
+from pipeline_kit.server_wait import ServerError, log_tail
 
 SCORE_FIELD = "reward_model_score"
 RESPONSE_FIELD = "generation"

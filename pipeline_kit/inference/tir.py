@@ -17,7 +17,7 @@ import yaml
 from pipeline_kit.errors import UserError
 from pipeline_kit.inference.config import GenerateConfig
 from pipeline_kit.inference.prompts import PROMPTS_DIR
-from pipeline_kit.inference.server_wait import ServerError
+from pipeline_kit.server_wait import ServerError, wait_until_ready
 
 CODE_TAGS_DIR = PROMPTS_DIR / "code_tags"
 
@@ -196,8 +196,6 @@ class CodeRunner:
 
 async def wait_for_sandbox(address: str, timeout: float) -> float:
     """Seconds until the sandbox's GET /health answered (polled in a thread: nothing else runs yet)."""
-    from pipeline_kit.inference.server_wait import wait_until_ready
-
     try:
         return await asyncio.to_thread(wait_until_ready, address, timeout)
     except ServerError:

@@ -11,19 +11,11 @@ from pathlib import Path
 
 from pipeline_kit.atomic import write_atomic
 from pipeline_kit.errors import UserError
+from pipeline_kit.inference.done_key import check_chunk_keys, done_marker, write_done
 from pipeline_kit.jsonl import numbered_records
 
 POSITION_KEY = "_kit_position"  # a sample's index in its input chunk, kept only in the in-progress file
 FAILED_KEY = "_kit_failed"  # on a failed sample's line of the in-progress file (the server refused its request)
-
-
-def done_marker(path: str | Path) -> Path:
-    return Path(f"{path}.done")
-
-
-def write_done(output: str | Path, key: dict[str, object]) -> None:
-    """Mark `output` finished, recording the key of what made it (see done_key)."""
-    write_atomic(done_marker(output), json.dumps({"key": key}, sort_keys=True, default=str) + "\n")
 
 
 def in_progress_file(path: str | Path) -> Path:
@@ -123,8 +115,6 @@ def merge_chunks(final: Path, num_chunks: int, key: dict[str, object]) -> bool:
         chunks = [chunk_file(final, k) for k in range(num_chunks)]
         if not all(done_marker(c).exists() for c in chunks):
             return False
-        from pipeline_kit.inference.done_key import check_chunk_keys
-
         check_chunk_keys(chunks, key)
         write_atomic(final, "".join(c.read_text() for c in chunks))
         write_done(final, key)

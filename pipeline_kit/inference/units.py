@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from pipeline_kit.errors import UserError
-from pipeline_kit.inference.unit_files import done_marker
+from pipeline_kit.inference.done_key import done_marker
 
 
 @dataclass(frozen=True)

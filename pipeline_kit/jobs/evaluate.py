@@ -10,7 +10,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from pipeline_kit.cluster import ClusterConfig
-from pipeline_kit.errors import UserError
+from pipeline_kit.components.sandbox import SandboxSpec
+from pipeline_kit.errors import UserError, did_you_mean
 from pipeline_kit.evaluation.judge import judge_folder
 from pipeline_kit.jobs.generate import (
     GenerateSpec,
@@ -22,12 +23,11 @@ from pipeline_kit.jobs.generate import (
 )
 from pipeline_kit.jobs.options import JobOptions, JobPlan, chain
 from pipeline_kit.pipeline.model import AUTO_PORT, Command, CommandGroup, Endpoint, Job
-from pipeline_kit.sandbox.component import SandboxSpec
 from pipeline_kit.servers.base import ServerSpec
 
 RESULTS = "eval-results"  # <output_dir>/eval-results/<benchmark>/output-rs{seed}.jsonl
 # run by the generation script once a final file is complete ($KIT_PYTHON: the script's own interpreter)
-GRADE_COMMAND = '"$KIT_PYTHON" -m pipeline_kit.evaluation.grade "$KIT_OUTPUT_FILE"'
+GRADE_COMMAND = '"$KIT_PYTHON" -m pipeline_kit.grading.grade "$KIT_OUTPUT_FILE"'
 _SPEC_ITEM = re.compile(r"^([A-Za-z0-9_.-]+)(?::(\d+))?$")
 
 
@@ -41,8 +41,6 @@ class BenchmarkRequest:
 
 def parse_benchmarks(text: str, known: list[str]) -> list[BenchmarkRequest]:
     """`name:N[,name:N…]`; `name` or `name:0` is greedy. Spaces, duplicates and unknown names are errors."""
-    from pipeline_kit.cluster.schema import did_you_mean
-
     if not text:
         raise UserError(
             f"--benchmarks is empty; name some, e.g. --benchmarks=math500:4,aime24 (known: {', '.join(known)})."
@@ -196,7 +194,7 @@ def _packed_jobs(
 ) -> list[Job]:
     """All units of all benchmarks spread over `num_jobs` jobs (an array when several), each running its share of
     every benchmark with one server."""
-    from pipeline_kit.inference.client_command import ClientCommand
+    from pipeline_kit.components.client import ClientCommand
     from pipeline_kit.inference.config import override_value
 
     todo = [(i, unit) for i, plan in enumerate(plans) for unit in plan.todo]
@@ -232,7 +230,7 @@ def _summarize_jobs(
 ) -> list[Job]:
     """`kit summarize` of the results folder once every generation job has ended (whatever its state: a failed
     benchmark still leaves the others' tables)."""
-    from pipeline_kit.inference.client_command import CLIENT_PYTHON_VAR
+    from pipeline_kit.components.client import CLIENT_PYTHON_VAR
     from pipeline_kit.jobs.generate import client_container
 
     results = spec.output_dir.rstrip("/")  # summarize finds <results>/eval-results/<bench>/ and writes metrics.json

@@ -9,11 +9,11 @@ import shlex
 from dataclasses import dataclass, replace
 
 from pipeline_kit.cluster import ClusterConfig
+from pipeline_kit.components.sandbox import SandboxSpec
 from pipeline_kit.errors import UserError
 from pipeline_kit.inference.units import Unit, plan_units, split_units
 from pipeline_kit.jobs.options import JobOptions, JobPlan, chain
 from pipeline_kit.pipeline.model import AUTO_PORT, Command, CommandGroup, HardwareConfig, Job
-from pipeline_kit.sandbox.component import SandboxSpec
 from pipeline_kit.servers.base import ServerSpec
 
 
@@ -161,12 +161,13 @@ def _finished(unit: Unit, key: dict[str, object], output_dir: str) -> bool:
     """Done (the caller checked) and made with the same settings; done with other settings is an error that names
     what changed."""
     from pipeline_kit.inference import done_key
-    from pipeline_kit.inference.unit_files import done_marker
 
     key = done_key.for_unit(key, unit.chunk_id, unit.seed)
     own = unit.output_file(output_dir)
     output, key = (
-        (own, key) if done_marker(own).exists() else (unit.merged_file(output_dir), done_key.merged_fields(key))
+        (own, key)
+        if done_key.done_marker(own).exists()
+        else (unit.merged_file(output_dir), done_key.merged_fields(key))
     )
     done_key.check_done(output, key, "--rerun_done")
     return True
@@ -209,7 +210,7 @@ def genselect_spec(spec: GenerateSpec) -> GenerateSpec:
 
 
 def _unit_jobs(cluster: ClusterConfig, spec: GenerateSpec, options: JobOptions, plan: UnitPlan) -> list[Job]:
-    from pipeline_kit.inference.client_command import ClientCommand
+    from pipeline_kit.components.client import ClientCommand
     from pipeline_kit.inference.config import override_value
 
     io = {"inputs": [plan.input_file, *model_inputs(spec.server)], "outputs": [plan.output_dir]}
@@ -263,7 +264,7 @@ def _outputs_visible(cluster: ClusterConfig) -> bool:
 
 def client_container(cluster: ClusterConfig, spec: GenerateSpec) -> str | None:
     """--container; else on Docker the server's (a Docker job runs in one container); else 'kit' if defined."""
-    from pipeline_kit.servers.component import server_container
+    from pipeline_kit.components.server import server_container
 
     if spec.container:
         cluster.container(spec.container)  # fails with the known keys when it is missing
@@ -278,8 +279,8 @@ def client_container(cluster: ClusterConfig, spec: GenerateSpec) -> str | None:
 def generation_groups(cluster: ClusterConfig, spec: GenerateSpec, client: object, array: bool) -> list[CommandGroup]:
     """One job: server group + client group (+ sandbox group): a het job on Slurm. An array job (several shares of
     the units) cannot be heterogeneous on Slurm, so each element runs everything side by side in one group."""
-    from pipeline_kit.sandbox.component import SANDBOX_NAME
-    from pipeline_kit.servers.component import SERVER_NAME, server_container, server_group
+    from pipeline_kit.components.sandbox import SANDBOX_NAME
+    from pipeline_kit.components.server import SERVER_NAME, server_container, server_group
 
     client_key = client_container(cluster, spec)
     sandboxed = spec.sandbox.group(cluster) if spec.sandbox else None

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from pipeline_kit.cluster.schema import did_you_mean
-from pipeline_kit.errors import UserError
+from pipeline_kit.errors import UserError, did_you_mean
 
 
 def route_overrides(

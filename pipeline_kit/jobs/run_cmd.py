@@ -6,10 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pipeline_kit.cluster import ClusterConfig
+from pipeline_kit.components.sandbox import SANDBOX_NAME, SandboxSpec, WithSandboxAddress
 from pipeline_kit.errors import UserError
 from pipeline_kit.jobs.options import JobOptions, JobPlan, chain
 from pipeline_kit.pipeline.model import Command, CommandGroup, Job
-from pipeline_kit.sandbox.component import SANDBOX_NAME, SandboxSpec, WithSandboxAddress
 
 
 @dataclass

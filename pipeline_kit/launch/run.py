@@ -7,34 +7,14 @@ import itertools
 import os
 import sys
 import time
-from dataclasses import dataclass, field
 
 from pipeline_kit.errors import UserError
 from pipeline_kit.launch import records
 from pipeline_kit.launch.packaging import PackagedCode, package_code, plan_code
+from pipeline_kit.launch.result import RunResult
+from pipeline_kit.launch.submit import Submission
 from pipeline_kit.pipeline.pipeline import Pipeline
 from pipeline_kit.pipeline.render import resolve_ports
-
-
-@dataclass
-class RunResult:
-    """What a run left: `record` and `log_dir` (None for a dry run), each job's Slurm ids and known states."""
-
-    expname: str
-    run_id: str
-    log_dir: str | None = None
-    record: records.ExperimentRecord | None = None
-    slurm_ids: dict[str, list[str]] = field(default_factory=dict)
-    states: dict[str, str] = field(default_factory=dict)
-    dry_run_text: str = ""
-
-    @property
-    def ok(self) -> bool:
-        """True only once every job is known to have SUCCEEDED: never for a dry run or an unwaited Slurm run."""
-        if self.record is None:
-            return False
-        return all(self.states.get(job.name) == "SUCCEEDED" for job in self.record.jobs)
-
 
 _run_counter = itertools.count()
 
@@ -57,8 +37,6 @@ def run_pipeline(
     most `wait_timeout` seconds; a job Slurm no longer knows is LOST and not waited for). `follow` ("kit" or
     "all", see launch.follow): on none/local, say where the logs go, then show those lines of them while the jobs
     work."""
-    from pipeline_kit.launch.submit import Submission
-
     jobs = pipeline.ordered_jobs()
     run_id = new_run_id()
     log_dir = pipeline.log_dir or f"{pipeline.cluster_root()}/logs/{pipeline.name}/{run_id}"

@@ -20,6 +20,7 @@ from pipeline_kit.launch.mounts import check_sources_at_submission
 from pipeline_kit.launch.nemorun_env import import_nemo_run
 from pipeline_kit.launch.packaging import CONTAINER_CODE_DIR, PackagedCode
 from pipeline_kit.launch.remote import remote_run
+from pipeline_kit.launch.result import RunResult
 from pipeline_kit.launch.sbatch_errors import refusal_reason, what_to_fix
 from pipeline_kit.pipeline.model import Job
 from pipeline_kit.pipeline.pipeline import Pipeline
@@ -211,7 +212,6 @@ class Submission:
 
     def _submit(self, run_id: str, wait: bool, wait_timeout: float | None):
         from pipeline_kit.launch.monitor import local_outcome, wait_for_states
-        from pipeline_kit.launch.run import RunResult
 
         p = self.pipeline
         containers = any(g.container for j in self.jobs for g in j.groups)

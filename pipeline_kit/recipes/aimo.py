@@ -55,9 +55,9 @@ def stage_range(start_from: str, stop_after: str) -> list[str]:
 
 def stages(cluster: ClusterConfig, p: Params) -> list[Stage]:
     from pipeline_kit.benchmarks import benchmark_names
+    from pipeline_kit.components.sandbox import SandboxSpec
     from pipeline_kit.jobs.evaluate import EvalSpec, parse_benchmarks
     from pipeline_kit.jobs.train import TrainSpec
-    from pipeline_kit.sandbox.component import SandboxSpec
     from pipeline_kit.servers.base import ServerSpec
 
     names = stage_range(p.start_from, p.stop_after)

@@ -12,7 +12,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from pipeline_kit.errors import UserError
+from pipeline_kit.errors import UserError, did_you_mean
 from pipeline_kit.jsonl import read_jsonl, write_jsonl
 
 METHODS = ("ansaug", "rephrase", "sv", "fobar")  # --methods, in the order the questions are built
@@ -225,8 +225,6 @@ def main(argv: list[str] | None = None) -> int:
 
 def parse_methods(text: str) -> list[str]:
     """--methods as a list in METHODS order; an unknown or empty one is an error."""
-    from pipeline_kit.cluster.schema import did_you_mean
-
     given = [m.strip() for m in text.split(",") if m.strip()]
     for m in given:
         if m not in METHODS:

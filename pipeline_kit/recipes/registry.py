@@ -6,8 +6,7 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass
 
-from pipeline_kit.cluster.schema import did_you_mean
-from pipeline_kit.errors import UserError
+from pipeline_kit.errors import UserError, did_you_mean
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,7 @@ import sys
 from collections.abc import Callable
 
 from pipeline_kit.sandbox.limits import CELLS_HEADER, SESSION_HEADER
+from pipeline_kit.server_wait import ServerError, wait_until_ready
 
 RETRY_STATUSES = (502, 503, 504)
 
@@ -147,8 +148,6 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) not in (2, 3) or args[0] != "--wait":
         print("usage: python -m pipeline_kit.sandbox.client --wait ADDRESS [TIMEOUT_SECONDS]", file=sys.stderr)
         return 2
-    from pipeline_kit.inference.server_wait import ServerError, wait_until_ready
-
     timeout = float(args[2]) if len(args) == 3 else 300.0
     try:
         waited = wait_until_ready(args[1], timeout)  # its GET /health answers

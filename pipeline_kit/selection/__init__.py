@@ -1,2 +1,3 @@
 """Solution selection: picking one answer out of N sampled solutions to a problem (majority and weighted votes
-over grader-equivalent answers, and GenSelect, where the model compares the solutions and names the best)."""
+over grader-equivalent answers, and GenSelect's tournament, where the model compares the solutions and names the
+best). Above grading only: the model is asked through the caller (inference/genselect.py)."""

@@ -7,6 +7,9 @@ with more candidates than fit one window, the windows' winners meet again (a tou
 - A judgment that cannot be read (none, not a number, out of range, or a failed request) falls back to a majority
   vote: the window's member whose answer most of the problem's candidates share (grader-equal answers, as in
   selection.voting; the first of equals). The window records it. A problem never stops the run.
+
+The tournament only: the caller's `ask` turns a window into the model's prompt and asks it (the generation type in
+pipeline_kit/inference/genselect.py does, with the prompt config).
 """
 
 from __future__ import annotations
@@ -17,8 +20,6 @@ import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from pipeline_kit.inference.prompts import PromptConfig
-from pipeline_kit.inference.units import split_units
 from pipeline_kit.selection.voting import Candidate, groups
 
 # the last "Judgment: 2" (also "Judgement", bold markers, "Solution 2", "#2") of the text
@@ -43,20 +44,8 @@ class Reply:
     error: str | None = None
 
 
-Ask = Callable[[list[dict]], Awaitable[Reply]]
-
-
-def solution_text(record: dict) -> str:
-    """The part of a generation the judge reads: after the last </think> (a reasoning model's summary), stripped."""
-    return record["generation"].split("</think>")[-1].strip()
-
-
-def prompt_messages(prompt: PromptConfig, solutions: list[Solution]) -> list[dict]:
-    """The window's prompt: the problem's own fields (from the first solution's record) plus {solutions} ("Solution
-    0:" ... blocks), {num_solutions} and {max_index}."""
-    block = "\n\n".join(f"Solution {i}:\n{solution_text(s.record)}" for i, s in enumerate(solutions))
-    values = {**solutions[0].record, "solutions": block, "num_solutions": len(solutions)}
-    return prompt.messages({**values, "max_index": len(solutions) - 1})
+# asks the model to judge one window: its solutions, in the order the reply's "Judgment: <index>" counts
+Ask = Callable[[list[Solution]], Awaitable[Reply]]
 
 
 def parse_judgment(text: str, count: int) -> int | None:
@@ -74,14 +63,25 @@ def _fallback(window: list[Solution], votes: dict[str, int]) -> int:
     return max(range(len(window)), key=lambda i: votes[window[i].run])
 
 
-async def _judge_window(
-    window: list[Solution], round_no: int, votes: dict[str, int], prompt: PromptConfig, ask: Ask
-) -> tuple[dict, int]:
+def windows(candidates: list, size: int) -> list[list]:
+    """ceil(n / size) consecutive windows whose lengths differ by at most one (the longer ones first). The
+    tournament's own rule, apart from how jobs share units: a rerun with the same seed must ask the same windows."""
+    count = -(-len(candidates) // size)
+    length, extra = divmod(len(candidates), count)
+    out, start = [], 0
+    for i in range(count):
+        end = start + length + (1 if i < extra else 0)
+        out.append(candidates[start:end])
+        start = end
+    return out
+
+
+async def _judge_window(window: list[Solution], round_no: int, votes: dict[str, int], ask: Ask) -> tuple[dict, int]:
     """One window: its record (round, runs, judgment text, picked, winner, fallback) and its winner's position."""
     entry: dict = {"round": round_no, "runs": [s.run for s in window]}
     if len(window) == 1:  # a bye: nothing to compare
         return {**entry, "judgment": None, "picked": 0, "winner": window[0].run, "fallback": None}, 0
-    reply = await ask(prompt_messages(prompt, window))
+    reply = await ask(window)
     picked = parse_judgment(reply.text, len(window)) if reply.error is None else None
     winner = picked if picked is not None else _fallback(window, votes)
     entry |= {"judgment": reply.text, "picked": picked, "winner": window[winner].run}
@@ -94,7 +94,7 @@ async def _judge_window(
     return entry, winner
 
 
-async def select(solutions: list[Solution], window: int, seed: str, prompt: PromptConfig, ask: Ask) -> dict:
+async def select(solutions: list[Solution], window: int, seed: str, ask: Ask) -> dict:
     """The chosen solution's record with `predicted_answer` and a `genselect` field (see the README's format)."""
     answered = [s for s in solutions if s.answer is not None]
     summary: dict = {"candidates": len(answered), "runs": len(solutions), "windows": [], "fallback": 0}
@@ -109,8 +109,8 @@ async def select(solutions: list[Solution], window: int, seed: str, prompt: Prom
     random.Random(seed).shuffle(current)
     round_no = 1
     while len(current) > 1:
-        parts = split_units(current, -(-len(current) // window))  # ceil(n / window) near-equal windows
-        judged = await asyncio.gather(*(_judge_window(part, round_no, votes, prompt, ask) for part in parts))
+        parts = windows(current, window)
+        judged = await asyncio.gather(*(_judge_window(part, round_no, votes, ask) for part in parts))
         summary["windows"] += [entry for entry, _ in judged]
         current = [part[winner] for part, (_, winner) in zip(parts, judged, strict=True)]
         round_no += 1

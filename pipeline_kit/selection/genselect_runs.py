@@ -34,7 +34,7 @@ def runs_digest(input_dir: str | Path) -> str:
     kit select and kit summarize do, leaves GenSelect's picks valid): the input part of GenSelect's .done key."""
     import json
 
-    from pipeline_kit.evaluation.grade import ADDED
+    from pipeline_kit.grading.grade import ADDED
 
     h = hashlib.sha256()
     for path in run_files(input_dir):
@@ -48,7 +48,7 @@ def runs_digest(input_dir: str | Path) -> str:
 
 def read_problems(input_dir: str | Path) -> list[tuple[int, list[Solution]]]:
     """(line number in the first run, its solutions in run order) per problem, in the first run's order."""
-    from pipeline_kit.evaluation.extraction import extract_answer
+    from pipeline_kit.grading.extraction import extract_answer
 
     files = run_files(input_dir)
     runs: list[list[tuple[int, dict]]] = []

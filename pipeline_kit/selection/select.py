@@ -18,7 +18,7 @@ METHODS = {"majority": majority, "weighted": weighted, "sc-tir": majority}  # sc
 
 def run_files(input_dir: str) -> list[Path]:
     """The sampled runs (output-rs*.jsonl) under the folder, else its output*.jsonl."""
-    from pipeline_kit.evaluation.grade import find_files
+    from pipeline_kit.grading.grade import find_files
 
     files = find_files([input_dir])
     sampled = [f for f in files if f.name.startswith("output-rs")]
@@ -88,7 +88,7 @@ def _picked(pid: str, pairs: list, picks: dict[str, dict], names: list[str], inp
 
 def select(input_dir: str, method: str, output_file: str, weight_field: str | None = None) -> str:
     """Write the chosen record of every problem to `output_file`; returns a one-line summary."""
-    from pipeline_kit.evaluation.grade import grade_files
+    from pipeline_kit.grading.grade import grade_files
 
     if method not in METHODS and method != "genselect":
         raise UserError(f"--method={method} is not one of {', '.join(METHODS)}, genselect.")

@@ -12,7 +12,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from pipeline_kit.evaluation.math_grader import Task, grade
+from pipeline_kit.grading.math_grader import Task, grade
 
 SameAnswer = Callable[[str, str], bool]
 

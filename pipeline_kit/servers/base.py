@@ -3,11 +3,12 @@ parallelism from the GPU count, multi-node launch, and the base URL a client use
 
 from __future__ import annotations
 
+import importlib
 import re
 from dataclasses import dataclass
 
-from pipeline_kit.cluster.schema import did_you_mean
-from pipeline_kit.errors import UserError
+from pipeline_kit.errors import UserError, did_you_mean
+from pipeline_kit.servers.registry import SERVER_TYPES
 
 _URL = re.compile(r"^https?://[^\s'\"\\]+$")
 # names the interpreter that runs a server where the job runs; a cluster config may point it at the server's own
@@ -80,28 +81,15 @@ class ServerType:
     def base_url(self, spec: ServerSpec, host: str, port: int) -> str:
         return spec.address if spec.address else f"http://{host}:{port}/v1"
 
-    def sampling_fields(self, temperature: float, top_k: int) -> dict:
-        """The sampling fields a generation request carries beyond OpenAI's (temperature, top_p, seed), merged
-        into its JSON body: `top_k`, as vLLM and SGLang read it, when it is on (> 0)."""
-        return {"top_k": top_k} if top_k > 0 else {}
-
 
 def extra_args(spec: ServerSpec) -> str:
     return f" {spec.server_args.strip()}" if spec.server_args.strip() else ""
 
 
-SERVER_TYPES: dict[str, ServerType] = {}
-
-
-def register(server_type: ServerType) -> ServerType:
-    SERVER_TYPES[server_type.name] = server_type
-    return server_type
-
-
 def get_server_type(name: str) -> ServerType:
-    from pipeline_kit.servers import external, sglang, transformers_server, trtllm, vllm  # noqa: F401 (registers)
-
+    """The server type NAME of the registry (servers/registry.py); an unknown name lists the known ones."""
     if name not in SERVER_TYPES:
         hint = did_you_mean(name, list(SERVER_TYPES))
         raise UserError(f"--server_type={name} is not a server type ({', '.join(sorted(SERVER_TYPES))}).{hint}")
-    return SERVER_TYPES[name]
+    module, _, attr = SERVER_TYPES[name].partition(":")
+    return getattr(importlib.import_module(module), attr)

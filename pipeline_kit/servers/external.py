@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pipeline_kit.errors import UserError
-from pipeline_kit.servers.base import ServerSpec, ServerType, register
+from pipeline_kit.servers.base import ServerSpec, ServerType
 
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
 
@@ -15,4 +15,4 @@ class ExternalServer(ServerType):
         return spec.address
 
 
-register(ExternalServer("openai", runs_locally=False))
+OPENAI = ExternalServer("openai", runs_locally=False)

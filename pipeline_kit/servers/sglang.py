@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import shlex
 
-from pipeline_kit.servers.base import HEAD_HOST, ServerSpec, ServerType, extra_args, register
+from pipeline_kit.servers.base import HEAD_HOST, ServerSpec, ServerType, extra_args
 
 DIST_PORT = 20000
 
@@ -22,4 +22,4 @@ class SglangServer(ServerType):
         return cmd + extra_args(spec)
 
 
-register(SglangServer("sglang", multi_node=True, modules=("sglang",), install="pip install 'sglang[all]'"))
+SGLANG = SglangServer("sglang", multi_node=True, modules=("sglang",), install="pip install 'sglang[all]'")

@@ -1,15 +1,15 @@
 """CPU-friendly serving for laptops: `transformers serve` pinned to the model folder, through kit's launcher
 (pipeline_kit/servers/transformers_serve.py, which seeds each generation where it runs). It answers only requests
 whose model is that exact path, and /v1/models needs an existing HF_HUB_CACHE, so both are set here. A reward model
-(config.json names a *ForSequenceClassification) gets kit's reward server instead, decided where the job runs."""
+(config.json names a *ForSequenceClassification) gets kit's reward server instead, decided where the job runs.
+Its requests carry their sampling settings in a `generation_config` field (inference/client.py, sampling_fields)."""
 
 from __future__ import annotations
 
-import json
 import shlex
 
 from pipeline_kit.errors import UserError
-from pipeline_kit.servers.base import ServerSpec, ServerType, extra_args, register
+from pipeline_kit.servers.base import ServerSpec, ServerType, extra_args
 from pipeline_kit.servers.reward_server import REWARD_ARCHITECTURE
 
 
@@ -30,19 +30,9 @@ class TransformersServer(ServerType):
             f"{where}; else {serve}; fi"
         )
 
-    def sampling_fields(self, temperature: float, top_k: int) -> dict:
-        """`transformers serve` starts each request's GenerationConfig from the model's generation_config.json and
-        takes only temperature and top_p from the request, so a model whose file lacks `do_sample: true` decodes
-        greedily at any temperature; a `top_k` field is refused (HTTP 422). Its own `generation_config` field (a
-        JSON string; the fields it leaves unset still come from the model's file) says both."""
-        config = {"do_sample": temperature > 0, **({"top_k": top_k} if top_k > 0 else {})}
-        return {"generation_config": json.dumps(config)}
 
-
-register(
-    TransformersServer(
-        "transformers",
-        modules=("torch", "transformers", "fastapi", "uvicorn"),
-        install="pip install torch==2.13.0 'transformers[serving]'",
-    )
+TRANSFORMERS = TransformersServer(
+    "transformers",
+    modules=("torch", "transformers", "fastapi", "uvicorn"),
+    install="pip install torch==2.13.0 'transformers[serving]'",
 )

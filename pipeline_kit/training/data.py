@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipeline_kit.atomic import write_atomic
-from pipeline_kit.errors import UserError
+from pipeline_kit.errors import UserError, closest
 from pipeline_kit.jsonl import numbered_records
 
 GLOB = "output*.jsonl"
@@ -82,7 +82,6 @@ class Decontaminator:
 def benchmark_list(decontaminate: str | None, enabled: bool) -> list[str]:
     """The benchmark names of --decontaminate (comma-separated, or `all`, the default); [] with --no_decontaminate."""
     from pipeline_kit.benchmarks import benchmark_names
-    from pipeline_kit.cluster.schema import closest
 
     if not enabled:
         if decontaminate is not None:
@@ -162,7 +161,7 @@ def _read_outputs(files: list[Path], need_grades: bool) -> dict[Path, list[tuple
     read = {path: list(_records(path)) for path in files}
     ungraded = [p for p, recs in read.items() if need_grades and any("symbolic_correct" not in r for _, r in recs)]
     if ungraded:
-        from pipeline_kit.evaluation.grade import grade_files
+        from pipeline_kit.grading.grade import grade_files
 
         grade_files(ungraded)
         read.update({path: list(_records(path)) for path in ungraded})

@@ -3,9 +3,9 @@ process pool, never in the trainer's thread; plus the greedy eval that GRPO logs
 
 from __future__ import annotations
 
-from pipeline_kit.evaluation.extraction import final_boxed
-from pipeline_kit.evaluation.grade import task_of
-from pipeline_kit.evaluation.grader_pool import grade_tasks
+from pipeline_kit.grading.extraction import final_boxed
+from pipeline_kit.grading.grade import task_of
+from pipeline_kit.grading.grader_pool import grade_tasks
 from pipeline_kit.training.config import RewardConfig
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from pipeline_kit.evaluation.normalize import canonical, matching_brace, strip_wrappers
+from pipeline_kit.grading.normalize import canonical, matching_brace, strip_wrappers
 
 # one or more backslashes: a generation quoted twice (r'\\boxed{-3}') still counts
 _BOXED = re.compile(r"\\+(boxed|fbox)\b\s*")

@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from pipeline_kit.errors import UserError
-from pipeline_kit.evaluation import normalize as nz
-from pipeline_kit.evaluation import numeric
-from pipeline_kit.evaluation.extraction import extract_answer, final_boxed
+from pipeline_kit.grading import normalize as nz
+from pipeline_kit.grading import numeric
+from pipeline_kit.grading.extraction import extract_answer, final_boxed
 
 GRADER_VERSION = 2  # part of every record's grading_key: bump it when a rule changes what is equal
 DEFAULT_TIMEOUT = 10.0  # seconds per answer

@@ -6,12 +6,12 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
+from pipeline_kit.components.sandbox import SANDBOX_NAME
+from pipeline_kit.components.sandbox import address as sandbox_address
+from pipeline_kit.components.server import SERVER_LOG, SERVER_NAME
 from pipeline_kit.inference.config import override_value
 from pipeline_kit.pipeline.model import Endpoint
-from pipeline_kit.sandbox.component import SANDBOX_NAME
-from pipeline_kit.sandbox.component import address as sandbox_address
 from pipeline_kit.servers.base import ServerSpec, get_server_type
-from pipeline_kit.servers.component import SERVER_LOG, SERVER_NAME
 
 CLIENT_PYTHON_VAR = "KIT_CLIENT_PYTHON"  # a cluster config may point it at an env that has kit's client deps
 

@@ -1,6 +1,7 @@
-"""Waiting for an OpenAI-compatible server: poll /v1/models (then /health) until it answers or the timeout passes;
-the error carries the tail of the server's log. A server that refuses the key (401/403) is up: that stops at once
-(unless its /health answers: vLLM's does without a key, and then the first request says it)."""
+"""Waiting for a server a job talks to (a model server's OpenAI-compatible API, or the sandbox's /health): poll
+/v1/models (then /health) until it answers or the timeout passes; the error carries the tail of the server's log.
+A server that refuses the key (401/403) is up: that stops at once (unless its /health answers: vLLM's does without
+a key, and then the first request says it)."""
 
 from __future__ import annotations
 

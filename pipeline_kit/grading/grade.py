@@ -1,4 +1,4 @@
-"""Grading result files in place (`kit grade`; `python -m pipeline_kit.evaluation.grade PATH…` in jobs): records get
+"""Grading result files in place (`kit grade`; `python -m pipeline_kit.grading.grade PATH…` in jobs): records get
 predicted_answer, symbolic_correct, grading_timed_out, extract_mode and grading_key; changed files are replaced
 atomically."""
 
@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipeline_kit.errors import UserError
-from pipeline_kit.evaluation.extraction import EXTRACT_MODES, check_mode, extract_answer
-from pipeline_kit.evaluation.math_grader import DEFAULT_TIMEOUT, GRADER_VERSION, Task
-from pipeline_kit.evaluation.normalize import canonical, choice_letter, lists_any_order
+from pipeline_kit.grading.extraction import EXTRACT_MODES, check_mode, extract_answer
+from pipeline_kit.grading.math_grader import DEFAULT_TIMEOUT, GRADER_VERSION, Task
+from pipeline_kit.grading.normalize import canonical, choice_letter, lists_any_order
 
 GLOB = "output*.jsonl"
 ADDED = ("predicted_answer", "symbolic_correct", "grading_timed_out", "extract_mode", "grading_key")
@@ -72,7 +72,7 @@ def grade_files(
     (one cache, one pool); each changed file is then replaced atomically. A record keeps its verdict while its
     grading_key (extraction mode, predicted answer, expected answer, options, list order rule, grader version) is
     unchanged, unless `force`."""
-    from pipeline_kit.evaluation.grader_pool import grade_tasks
+    from pipeline_kit.grading.grader_pool import grade_tasks
 
     check_mode(extract)
     files = [_read(path, force, extract) for path in find_files(paths)]
@@ -187,14 +187,14 @@ def report(summaries: list[Summary]) -> str:
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str):  # one line, as every kit error, not argparse's usage block
-        raise UserError(f"{message} (see `python -m pipeline_kit.evaluation.grade --help`)")
+        raise UserError(f"{message} (see `python -m pipeline_kit.grading.grade --help`)")
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m pipeline_kit.evaluation.grade PATH… [--extract MODE] [--workers N] [--timeout S] [--force]`: what
+    """`python -m pipeline_kit.grading.grade PATH… [--extract MODE] [--workers N] [--timeout S] [--force]`: what
     `kit grade` does."""
     parser = _Parser(
-        prog="python -m pipeline_kit.evaluation.grade", description="Grade result files in place (as `kit grade`)."
+        prog="python -m pipeline_kit.grading.grade", description="Grade result files in place (as `kit grade`)."
     )
     parser.add_argument("paths", nargs="+", metavar="PATH", help=f"JSONL result files, or folders of {GLOB}")
     parser.add_argument("--workers", type=int, default=None, help="grading processes (default: usable CPUs, max 8)")

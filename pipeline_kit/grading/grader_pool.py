@@ -12,7 +12,7 @@ from collections import deque
 from collections.abc import Iterable
 from multiprocessing.connection import Connection, wait
 
-from pipeline_kit.evaluation.math_grader import DEFAULT_TIMEOUT, Task, Verdict, grade, quick_verdict, warm_up
+from pipeline_kit.grading.math_grader import DEFAULT_TIMEOUT, Task, Verdict, grade, quick_verdict, warm_up
 
 _CACHE_LIMIT = 200_000
 _cache: dict[Task, Verdict] = {}  # verdicts of this process, shared by every file it grades
