@@ -9,6 +9,7 @@ from pathlib import Path
 
 from pipeline_kit.errors import UserError
 from pipeline_kit.inference.done_key import done_marker
+from pipeline_kit.shares import even_shares
 
 
 @dataclass(frozen=True)
@@ -68,13 +69,7 @@ def plan_units(seeds: list[int] | None, num_chunks: int | None, chunk_ids: list[
 
 def split_units(units: list, n: int) -> list[list]:
     """`units` in `n` consecutive shares whose lengths differ by at most one (the longer ones first)."""
-    size, extra = divmod(len(units), n)
-    out, start = [], 0
-    for i in range(n):
-        end = start + size + (1 if i < extra else 0)
-        out.append(units[start:end])
-        start = end
-    return out
+    return even_shares(units, n)
 
 
 def parse_id_list(text: str, flag: str) -> list[int]:

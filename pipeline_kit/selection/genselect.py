@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from pipeline_kit.selection.voting import Candidate, groups
+from pipeline_kit.shares import even_shares
 
 # the last "Judgment: 2" (also "Judgement", bold markers, "Solution 2", "#2") of the text
 _JUDGMENT = re.compile(r"judge?ment\**\s*:\s*\**\s*(?:solution\s*)?#?\s*(\d+)", re.I)
@@ -64,16 +65,9 @@ def _fallback(window: list[Solution], votes: dict[str, int]) -> int:
 
 
 def windows(candidates: list, size: int) -> list[list]:
-    """ceil(n / size) consecutive windows whose lengths differ by at most one (the longer ones first). The
-    tournament's own rule, apart from how jobs share units: a rerun with the same seed must ask the same windows."""
-    count = -(-len(candidates) // size)
-    length, extra = divmod(len(candidates), count)
-    out, start = [], 0
-    for i in range(count):
-        end = start + length + (1 if i < extra else 0)
-        out.append(candidates[start:end])
-        start = end
-    return out
+    """ceil(n / size) consecutive windows whose lengths differ by at most one (the longer ones first): a rerun with
+    the same seed must ask the same windows."""
+    return even_shares(candidates, -(-len(candidates) // size))
 
 
 async def _judge_window(window: list[Solution], round_no: int, votes: dict[str, int], ask: Ask) -> tuple[dict, int]:
