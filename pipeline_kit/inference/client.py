@@ -105,8 +105,8 @@ class GenerationClient:
         LiteLLM's aiohttp transport over `session`. LiteLLM's own choice is worse at kit's concurrency: with the
         httpx transport, httpcore 1.0's pool rescans every connection (and every queued request) on each request
         and each response, and closes idle connections as soon as it holds more than 20; for text completions
-        LiteLLM makes a new client, so a new connection, per request. 2,000 requests to benchmarks/'s fast stub
-        (BENCHMARKS.md): 21 -> 160 requests/s and 99 -> 18 CPU seconds at 512 in flight, 106 -> 161 at 64."""
+        LiteLLM makes a new client, so a new connection, per request. 2,000 requests to perf/'s fast stub
+        (perf/README.md): 21 -> 160 requests/s and 99 -> 18 CPU seconds at 512 in flight, 106 -> 161 at 64."""
         import httpx
         from litellm.llms.custom_httpx.aiohttp_transport import LiteLLMAiohttpTransport
 

@@ -1,9 +1,9 @@
 """`kit eval --dry_run` for `math:16,aime24:16` with 10 chunks each on a Slurm cluster config (320 units: two arrays
 of 160 elements, plus the summarize job), wall time of the whole CLI process against the 3 s target, beside
-`kit --help` and `kit generate --dry_run` of one 160-unit array measured in the same run (see BENCHMARKS.md,
+`kit --help` and `kit generate --dry_run` of one 160-unit array measured in the same run (see perf/README.md,
 "kit eval --dry_run (issue 14)").
 
-  python benchmarks/bench_eval_dry_run.py [--rounds 5]
+  python perf/bench_eval_dry_run.py [--rounds 5]
 
 Nothing is submitted and no Slurm is needed: the config names `max_array_size`, so kit does not ask scontrol.
 """

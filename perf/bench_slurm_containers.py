@@ -1,7 +1,7 @@
-"""Cost of containers on Slurm (pyxis + enroot), through kit itself (see BENCHMARKS.md, issue 12).
+"""Cost of containers on Slurm (pyxis + enroot), through kit itself (see perf/README.md, issue 12).
 
   source /tmp/kit-services/services.env   # SLURM_CONF, DOCKER_HOST, KIT_TEST_BASE_SQSH (tests/services/up.sh)
-  python benchmarks/bench_slurm_containers.py
+  python perf/bench_slurm_containers.py
   options: --rounds 4 --array_sizes 8 32 --array_rounds 2 [--no_dockerd]   (8-11 minutes on 2 cores)
 
 Every job is `kit run_cmd --cluster=<slurm config> --wait` (a fresh kit process, as a user runs it) on the local

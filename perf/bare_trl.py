@@ -1,6 +1,6 @@
-"""The baseline of benchmarks/bench_training.py: a plain TRL script, as a researcher would write it, with no kit code.
+"""The baseline of perf/bench_training.py: a plain TRL script, as a researcher would write it, with no kit code.
 
-  python benchmarks/bare_trl.py sft|grpo MODEL ROWS.jsonl OUTPUT_DIR KEY=VALUE...
+  python perf/bare_trl.py sft|grpo MODEL ROWS.jsonl OUTPUT_DIR KEY=VALUE...
 
 ROWS.jsonl holds TRL's conversational rows (`prompt` + `completion` for SFT, `prompt` + `expected_answer` for GRPO).
 KEY=VALUE: max_steps, micro_batch_size, learning_rate, max_length, num_generations, max_completion_length, seed.

@@ -1,10 +1,10 @@
-"""Overhead of the generation client (see BENCHMARKS.md): requests/s of one generation unit
+"""Overhead of the generation client (see perf/README.md): requests/s of one generation unit
 (`python -m pipeline_kit.inference.generate`, what `kit generate` runs on executor `none`) against requests/s of a
 bare asyncio loop over `openai.AsyncOpenAI` at the same concurrency, with the same prompts and max_tokens, against
 the same server, measured in the same run.
 
-  python benchmarks/bench_client.py                        # fast stub server (benchmarks/fast_stub_server.py)
-  python benchmarks/bench_client.py --server vllm          # vLLM on CPU with the tiny test model
+  python perf/bench_client.py                        # fast stub server (perf/fast_stub_server.py)
+  python perf/bench_client.py --server vllm          # vLLM on CPU with the tiny test model
   options: --requests 2000 --concurrency 64 512 --rounds 5 --max_tokens 8 [--no_pin]
 
 Three clients, each a fresh process per run:

@@ -1,8 +1,8 @@
-"""`kit summarize` on a large graded results folder (see BENCHMARKS.md, "kit summarize (issue 14)"): wall time of
+"""`kit summarize` on a large graded results folder (see perf/README.md, "kit summarize (issue 14)"): wall time of
 the whole CLI process (interpreter start, imports, reading every file, the metrics for every k, the tables,
 metrics.json), against the 3 s target and against `python -c pass` measured in the same run.
 
-  python benchmarks/bench_summarize.py                      # 64 seeds x 500 problems, 2,000-character generations
+  python perf/bench_summarize.py                      # 64 seeds x 500 problems, 2,000-character generations
   options: --seeds 64 --problems 500 --generation_chars 2000 --benchmarks 1 --rounds 5 [--judge] [--audit] [--foreign]
 
 The folder is written once into a temporary directory (RESULTS/eval-results/bench<i>/output-rs<seed>.jsonl, already

@@ -2,11 +2,11 @@
 a JSONL file (`pred`, `gold`, `equivalent`, `source`), kit's verdict (the pred's answer extracted in auto mode, then
 math_grader.grade against the gold) and math-verify's, called directly (`verify(parse(gold), parse(pred))`).
 
-  python benchmarks/bench_grader_heldout.py --cases CASES.jsonl [--misses]
+  python perf/bench_grader_heldout.py --cases CASES.jsonl [--misses]
 
 The cases themselves are not part of this repository: the held-out set is built from the test suites of
 Math-Verify and AReaL, which stay out of the grader's contract so that they keep measuring generalisation
-(benchmarks/grader_heldout.md says which files and commits, and how they were counted)."""
+(perf/grader_heldout.md says which files and commits, and how they were counted)."""
 
 from __future__ import annotations
 

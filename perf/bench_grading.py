@@ -2,7 +2,7 @@
 against kit's grader (string rules, numeric reading and cache in the parent; math-verify in a pool of 2 worker
 processes), on the same pairs.
 
-  python benchmarks/bench_grading.py [--samples 8] [--workers 2] [--seed 0]
+  python perf/bench_grading.py [--samples 8] [--workers 2] [--seed 0]
 
 Pairs: each of the 500 MATH-500 problems gets --samples generations ("... so $\\boxed{X}$."), X drawn from the
 expected answer as written (45%), an equivalent rewrite of it (20%: \\dfrac, no spaces, 5.0 for 5, a \\text{}

@@ -1,8 +1,8 @@
-"""Sandbox throughput and latency (see BENCHMARKS.md): `print(1+1)` at a fixed concurrency, stateless (a fresh
+"""Sandbox throughput and latency (see perf/README.md): `print(1+1)` at a fixed concurrency, stateless (a fresh
 isolated execution each) and stateful (cells of long-lived sessions), against the real server
 (`python -m pipeline_kit.sandbox.server`), once per isolation setting so that each layer's cost shows.
 
-  python benchmarks/bench_sandbox.py [--requests 1500] [--concurrency 8] [--rounds 2] [--settings full,no-net_ns,...]
+  python perf/bench_sandbox.py [--requests 1500] [--concurrency 8] [--rounds 2] [--settings full,no-net_ns,...]
 
 Settings: `full` (every layer), one layer switched off at a time, and `bare` (all off: a fork server with output
 capture and nothing else). Per setting and round, a new server; 50 warm-up requests; then `--requests` requests by

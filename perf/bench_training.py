@@ -1,7 +1,7 @@
-"""Training throughput (see BENCHMARKS.md, "Training (issue 15)"): `kit sft` / `kit grpo` on the tiny model on CPU,
-side by side with a bare TRL script (benchmarks/bare_trl.py) on the same rows and settings, in the same run.
+"""Training throughput (see perf/README.md, "Training (issue 15)"): `kit sft` / `kit grpo` on the tiny model on CPU,
+side by side with a bare TRL script (perf/bare_trl.py) on the same rows and settings, in the same run.
 
-  python benchmarks/bench_training.py [--rounds 5] [--sft_steps 30,230] [--grpo_steps 20,320] [--only sft|grpo]
+  python perf/bench_training.py [--rounds 5] [--sft_steps 30,230] [--grpo_steps 20,320] [--only sft|grpo]
 
 Each round runs, interleaved, kit and the bare script at a short and a long step count. Steady-state throughput
 is the difference between the two: (tokens or completions of the long run - the short run's) / (train-loop time of

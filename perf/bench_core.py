@@ -1,6 +1,6 @@
-"""Core speed figures, as ratios to a baseline taken in the same run (see BENCHMARKS.md).
+"""Core speed figures, as ratios to a baseline taken in the same run (see perf/README.md).
 
-  python benchmarks/bench_core.py [--slurm]   (--slurm also submits 800 units to the local test cluster)
+  python perf/bench_core.py [--slurm]   (--slurm also submits 800 units to the local test cluster)
 Also times `kit generate --dry_run` for 100 chunks x 8 seeds (the same shape, built by the CLI).
 Shape of the 800-unit pipeline: one generate-shaped job (a vLLM-like server service + a client in one group,
 1 GPU) as a Slurm array of 100 chunks x 8 seeds, unit -> (chunk, seed) from $KIT_UNIT."""

@@ -1,7 +1,7 @@
 """A fast OpenAI-compatible stub server for client benchmarks: plain asyncio HTTP/1.1 with keep-alive, no framework,
 so that one core answers many thousands of short requests per second and the client under test is the bottleneck.
 
-  python benchmarks/fast_stub_server.py PORT [--text TEXT] [--completion_tokens N]
+  python perf/fast_stub_server.py PORT [--text TEXT] [--completion_tokens N]
 
 Answers GET /v1/models, GET /health and GET /stats (connections opened and completions answered so far), and POST /v1/chat/completions and /v1/completions with TEXT (default
 "\\boxed{42}") in an OpenAI-shaped body (id, object, created, model, choices with message or text and finish_reason,
