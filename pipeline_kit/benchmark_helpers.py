@@ -1,6 +1,6 @@
 """What a benchmark module imports: `Source` (the upstream file its rows come from) and helpers for its
-`prepare(row, index)`. Apart from the registry (benchmarks.py), which loads the modules: loading one imports
-nothing that loads it again."""
+`prepare(row, index)`. Apart from the registry (pipeline_kit/benchmarks/), which loads the modules: loading one
+imports nothing that loads it again."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`kit prepare_data NAME...`: download each benchmark's upstream file (pipeline_kit/benchmarks.py, datasets_registry/),
+"""`kit prepare_data NAME...`: download each benchmark's upstream file (pipeline_kit/benchmarks/, datasets_registry/),
 turn its rows into records (`id`, `problem`, `expected_answer` and the source fields) and write them atomically
 to `<data_dir>/NAME/<split>.jsonl`, with a progress bar on stderr.
 

@@ -36,7 +36,10 @@ AUDIT_EXAMPLES = 5
 
 
 @dataclass
-class Benchmark:
+class BenchmarkOutputs:
+    """The output files of one benchmark in a results folder: its greedy output.jsonl and its sampled
+    output-rs<seed>.jsonl (not the benchmark's definition, which is pipeline_kit.benchmarks.Benchmark)."""
+
     name: str
     folder: Path
     greedy: Path | None = None
@@ -50,8 +53,8 @@ class Benchmark:
 # ---------------------------------------------------------------------------------------------------- finding files
 
 
-def _benchmark_in(folder: Path, name: str) -> Benchmark | None:
-    bench = Benchmark(name, folder)
+def _outputs_in(folder: Path, name: str) -> BenchmarkOutputs | None:
+    bench = BenchmarkOutputs(name, folder)
     for entry in os.scandir(folder):
         match = OUTPUT_NAME.fullmatch(entry.name)
         if match and entry.is_file():
@@ -63,18 +66,18 @@ def _benchmark_in(folder: Path, name: str) -> Benchmark | None:
     return bench if bench.greedy or bench.seeds else None
 
 
-def find_benchmarks(results_dir: Path) -> list[Benchmark]:
+def find_benchmark_outputs(results_dir: Path) -> list[BenchmarkOutputs]:
     if not results_dir.is_dir():
         raise UserError(f"{results_dir} is not a folder; pass the folder that holds the results of `kit eval`.")
     root = results_dir / "eval-results"
     if not root.is_dir():
-        direct = _benchmark_in(results_dir, results_dir.resolve().name)
+        direct = _outputs_in(results_dir, results_dir.resolve().name)
         if direct:
             return [direct]
         root = results_dir
     benches = [
         b for entry in sorted(os.scandir(root), key=lambda e: e.name) if entry.is_dir()
-        if (b := _benchmark_in(Path(entry.path), entry.name))
+        if (b := _outputs_in(Path(entry.path), entry.name))
     ]  # fmt: skip
     if not benches:
         raise UserError(
@@ -88,7 +91,7 @@ def find_benchmarks(results_dir: Path) -> list[Benchmark]:
 # ---------------------------------------------------------------------------------------------------- metrics, output
 
 
-def compute(bench: Benchmark, files: list[ReadFile]) -> tuple[dict, list[str], str | None]:
+def compute(bench: BenchmarkOutputs, files: list[ReadFile]) -> tuple[dict, list[str], str | None]:
     """(metrics of the benchmark keyed as in metrics.json, its correctness columns, how its sampled files were
     matched: None with fewer than two)."""
     judged = {f.has_judge for f in files}
@@ -261,7 +264,7 @@ def summarize(
     extracts the answers it grades here (records graded before keep theirs, shown in the table)."""
     if plot_path is not None:
         _pyplot(plot_path)
-    benches = find_benchmarks(results_dir)
+    benches = find_benchmark_outputs(results_dir)
     read = read_all([p for b in benches for p in b.files], regrade, extract)
     all_metrics: dict[str, dict] = {}
     ns: dict[str, int] = {}

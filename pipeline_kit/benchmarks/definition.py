@@ -1,12 +1,9 @@
-"""The benchmark registry: one Python module per benchmark, in the shipped `datasets_registry/` folder or in a
-user's own folder (`--extra_datasets DIR`), loaded by name into a `Benchmark`.
+"""What a benchmark module defines and how one is loaded: the constants it sets (SETTINGS), the records it makes
+(`prepare(row, index)` per upstream row, or `generate()` without a SOURCE) and the checked `Benchmark` built from it.
 
-A module is `DIR/NAME.py` or `DIR/NAME/__init__.py` (names starting with `_` are helpers, not benchmarks). It
-sets the constants of SETTINGS below and defines how its records are made: `prepare(row, index)` turns one row of
-the upstream file named by SOURCE into a record (or None to leave the row out); a benchmark without SOURCE defines
-`generate()`, which returns every record. A record has `id`, `problem` and `expected_answer`, plus any source
-fields. `kit prepare_data` writes the records to `<data_dir>/NAME/<SPLIT>.jsonl`; without --data_dir, data_dir
-is the folder the module lives in. datasets_registry/README.md shows a module."""
+A module is `DIR/NAME.py` or `DIR/NAME/__init__.py`. A record has `id`, `problem` and `expected_answer`, plus any
+source fields. `kit prepare_data` writes the records to `<data_dir>/NAME/<SPLIT>.jsonl`; without --data_dir,
+data_dir is the folder the module lives in. datasets_registry/README.md shows a module."""
 
 from __future__ import annotations
 
@@ -22,11 +19,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-# Source is a setting's type. The prepare() helpers are here only for benchmark modules written before they moved
-# to benchmark_helpers (`from pipeline_kit.benchmarks import Source, last_boxed` keeps working).
-from pipeline_kit.benchmark_helpers import Source, aops_problem, last_boxed, plain_number  # noqa: F401
-from pipeline_kit.errors import UserError, closest, did_you_mean
-from pipeline_kit.resources import resource_dir
+from pipeline_kit.benchmark_helpers import Source  # a setting's type
+from pipeline_kit.errors import UserError, closest
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
 
@@ -131,81 +125,11 @@ def _override_value(value: str) -> str:
     return override_value(value)
 
 
-# ---- the registry
-
-
-def registry_dirs(extra_datasets: str | Path | None = None) -> list[Path]:
-    """The folders benchmarks are defined in: the shipped registry, then the user's --extra_datasets folder."""
-    dirs = [resource_dir("datasets_registry")]
-    if extra_datasets:
-        extra = Path(extra_datasets).expanduser()
-        if not extra.is_dir():
-            raise UserError(
-                f"--extra_datasets {extra_datasets}: no such folder; give the folder that holds your benchmark "
-                "modules (NAME.py or NAME/__init__.py, see datasets_registry/README.md)."
-            )
-        dirs.append(extra)
-    return dirs
-
-
-def _modules_in(folder: Path) -> dict[str, Path]:
-    """NAME -> module file of every benchmark module in `folder` (NAME.py or NAME/__init__.py)."""
-    found: dict[str, Path] = {}
-    if not folder.is_dir():
-        return found
-    for entry in sorted(folder.iterdir(), key=lambda p: p.name):
-        if entry.name.startswith(("_", ".")):
-            continue
-        if entry.is_dir() and (entry / "__init__.py").is_file():
-            name, module = entry.name, entry / "__init__.py"
-        elif entry.is_file() and entry.suffix == ".py":
-            name, module = entry.stem, entry
-        else:
-            continue
-        if not NAME_RE.match(name):
-            raise UserError(
-                f"{module}: '{name}' is not a benchmark name (letters, digits, '_' and '-'); rename it, or start "
-                "its name with '_' if it is a helper module and no benchmark."
-            )
-        if name in found:
-            raise UserError(f"{folder}: benchmark '{name}' is defined twice ({found[name]} and {module}); keep one.")
-        found[name] = module
-    return found
-
-
-def definitions(extra_datasets: str | Path | None = None) -> dict[str, tuple[Path, Path]]:
-    """NAME -> (module file, registry folder) of every benchmark, without importing any of them."""
-    out: dict[str, tuple[Path, Path]] = {}
-    for folder in registry_dirs(extra_datasets):
-        for name, module in _modules_in(folder).items():
-            if name in out:
-                raise UserError(
-                    f"benchmark '{name}' of --extra_datasets ({module}) has the name of a shipped one "
-                    f"({out[name][0]}); rename yours (e.g. {name}_mine) so that results tables keep them apart."
-                )
-            out[name] = (module, folder)
-    return out
-
-
-def benchmark_names(extra_datasets: str | Path | None = None) -> list[str]:
-    """The names of every benchmark (shipped, then --extra_datasets), sorted."""
-    return sorted(definitions(extra_datasets))
-
-
-def get_benchmark(name: str, extra_datasets: str | Path | None = None) -> Benchmark:
-    """The benchmark NAME; an unknown name fails with one line that lists the known ones."""
-    found = definitions(extra_datasets)
-    if name not in found:
-        known = sorted(found)
-        hint = "" if extra_datasets else " (your own benchmarks: --extra_datasets DIR)"
-        raise UserError(f"unknown benchmark '{name}'.{did_you_mean(name, known)} Known: {', '.join(known)}{hint}.")
-    module_file, home = found[name]
+def load_benchmark(name: str, module_file: Path, home: Path) -> Benchmark:
+    """The benchmark NAME defined by `module_file` (in registry folder `home`), checked; loaded again only when the
+    file changed."""
     st = module_file.stat()
     return _load(name, module_file, home, st.st_mtime_ns, st.st_size)
-
-
-def all_benchmarks(extra_datasets: str | Path | None = None) -> list[Benchmark]:
-    return [get_benchmark(name, extra_datasets) for name in benchmark_names(extra_datasets)]
 
 
 @functools.cache
