@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import re
 import socket
 import subprocess
@@ -230,3 +231,68 @@ def problems(tmp_path: Path, n: int, name: str = "in.jsonl") -> Path:
 
 def rows(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+# ---- the tiny model's additions (test_generate_vllm, test_reward, test_slurm_containers)
+
+VLLM_ENV = [
+    "VLLM_CPU_KVCACHE_SPACE=1",
+    "VLLM_CPU_OMP_THREADS_BIND=nobind",
+    "VLLM_NO_USAGE_STATS=1",
+    "HF_HUB_OFFLINE=1",
+    "TRANSFORMERS_OFFLINE=1",
+]
+VLLM_ARGS = "--server_args=--max-model-len 512 --dtype float32 --enforce-eager"
+
+
+def addition_problems(path: Path, n: int) -> Path:
+    """n problems 'What is a+b?' with their `sum`, as input of `kit generate` (ids 0..n-1)."""
+    pairs = [(i % 10, (3 * i + 1) % 10) for i in range(n)]
+    path.write_text(
+        "".join(
+            json.dumps({"id": i, "problem": f"What is {a}+{b}?", "sum": a + b}) + "\n" for i, (a, b) in enumerate(pairs)
+        )
+    )
+    return path
+
+
+def check_answers(records: list[dict], n: int) -> None:
+    """The tiny model answered most of addition_problems(n) right, as \\boxed{N}."""
+    assert [r["id"] for r in records] == list(range(n))
+    boxed = [re.search(r"\\boxed\{(\d+)\}", r["generation"]) for r in records]
+    assert sum(m is not None for m in boxed) >= 0.9 * n, [r["generation"] for r in records]
+    correct = sum(m is not None and int(m[1]) == r["sum"] for m, r in zip(boxed, records, strict=True))
+    assert correct >= 0.7 * n, [r["generation"] for r in records]
+    assert all(r["num_generated_tokens"] > 0 for r in records)
+
+
+def cluster_yaml(executor: str, server_python: str, extra: str = "") -> str:
+    """A cluster config (YAML) whose server runs in `server_python` with vLLM's CPU settings, the client here."""
+    env = [*VLLM_ENV, f"KIT_SERVER_PYTHON={server_python}", f"KIT_CLIENT_PYTHON={sys.executable}"]
+    lines = "".join(f"  - {e}\n" for e in env)
+    return f"executor: {executor}\njob_dir: JOB_DIR\n{extra}env_vars:\n{lines}"
+
+
+# ---- training data and clusters of the training tests (test_training, test_recipes)
+
+TRAIN_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+
+
+def additions(path: Path, n: int, seed: int, with_generation: bool = True) -> Path:
+    """n records 'What is a+b?' (as generation outputs: graded, correct) over all 100 single-digit pairs."""
+    rng = random.Random(seed)
+    with path.open("w") as f:
+        for i in range(n):
+            a, b = rng.randrange(10), rng.randrange(10)
+            record = {"id": f"p{i}", "problem": f"What is {a}+{b}?", "expected_answer": str(a + b)}
+            if with_generation:
+                record |= {"generation": f"\\boxed{{{a + b}}}", "symbolic_correct": True}
+            f.write(json.dumps(record) + "\n")
+    return path
+
+
+def slurm_train_config(configs) -> Path:
+    """The local Slurm as a cluster config whose jobs train with this venv's Python and serve with the model venv."""
+    env = {"KIT_TRAIN_PYTHON": BIN / "python", "KIT_SERVER_PYTHON": SERVICES["KIT_TEST_HF_PYTHON"], **TRAIN_ENV}
+    return configs("slurm", "executor: slurm\njob_dir: JOB_DIR\naccount: root\npartition: debug\nenv_vars:\n"
+                   + "".join(f"  - {k}={v}\n" for k, v in env.items()))  # fmt: skip

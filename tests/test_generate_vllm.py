@@ -4,29 +4,18 @@ and the `transformers` server type. The model was trained to answer single-digit
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import signal
 import subprocess
-import sys
 import time
 import urllib.request
 from pathlib import Path
 
 import pytest
-from conftest import BIN, SERVICES, need, rows
+from conftest import BIN, SERVICES, VLLM_ARGS, addition_problems, check_answers, cluster_yaml, need, rows
 
 pytestmark = pytest.mark.models
-
-VLLM_ENV = [
-    "VLLM_CPU_KVCACHE_SPACE=1",
-    "VLLM_CPU_OMP_THREADS_BIND=nobind",
-    "VLLM_NO_USAGE_STATS=1",
-    "HF_HUB_OFFLINE=1",
-    "TRANSFORMERS_OFFLINE=1",
-]
-VLLM_ARGS = "--server_args=--max-model-len 512 --dtype float32 --enforce-eager"
 
 
 @pytest.fixture
@@ -35,28 +24,9 @@ def models():
     return SERVICES
 
 
-def additions(path: Path, n: int) -> Path:
-    pairs = [(i % 10, (3 * i + 1) % 10) for i in range(n)]
-    path.write_text(
-        "".join(
-            json.dumps({"id": i, "problem": f"What is {a}+{b}?", "sum": a + b}) + "\n" for i, (a, b) in enumerate(pairs)
-        )
-    )
-    return path
-
-
-def check_answers(records: list[dict], n: int) -> None:
-    assert [r["id"] for r in records] == list(range(n))
-    boxed = [re.search(r"\\boxed\{(\d+)\}", r["generation"]) for r in records]
-    assert sum(m is not None for m in boxed) >= 0.9 * n, [r["generation"] for r in records]
-    correct = sum(m is not None and int(m[1]) == r["sum"] for m, r in zip(boxed, records, strict=True))
-    assert correct >= 0.7 * n, [r["generation"] for r in records]
-    assert all(r["num_generated_tokens"] > 0 for r in records)
-
-
 def generate(kit, cluster: list[str], tmp_path: Path, n: int, *flags: str, timeout: int = 600):
     """`kit generate` of n addition problems with the generic/math prompt; returns (result, output folder)."""
-    inp, out = additions(tmp_path / "in.jsonl", n), tmp_path / "out"
+    inp, out = addition_problems(tmp_path / "in.jsonl", n), tmp_path / "out"
     io = [f"--input_file={inp}", f"--output_dir={out}", "++prompt_config=generic/math"]
     return kit("generate", *cluster, *io, "++inference.tokens_to_generate=12", *flags, timeout=timeout), out
 
@@ -95,12 +65,6 @@ class ForegroundServer:
             os.set_blocking(self.proc.stderr.fileno(), False)  # an orphaned ssh tunnel may still hold the pipe
             rest = self.proc.stderr.read() or ""
             raise AssertionError("kit did not stop on Ctrl-C:\n" + "".join(self.lines) + rest) from None
-
-
-def cluster_yaml(executor: str, server_python: str, extra: str = "") -> str:
-    env = [*VLLM_ENV, f"KIT_SERVER_PYTHON={server_python}", f"KIT_CLIENT_PYTHON={sys.executable}"]
-    lines = "".join(f"  - {e}\n" for e in env)
-    return f"executor: {executor}\njob_dir: JOB_DIR\n{extra}env_vars:\n{lines}"
 
 
 def test_generate_through_vllm_on_none(kit, configs, models, tmp_path):
@@ -168,7 +132,7 @@ def test_kit_of_a_venv_not_on_path_serves_with_its_own_python(configs, models, u
     """`/path/to/venv/bin/kit generate --server_type=transformers` from a shell where the venv is not activated:
     python3 on PATH lacks transformers and no KIT_SERVER_PYTHON is set, so the server must run on kit's own Python."""
     d = configs("here", "executor: none\njob_dir: JOB_DIR\nenv_vars: ['HF_HUB_OFFLINE=1']\n")
-    inp, out = additions(tmp_path / "in.jsonl", 6), tmp_path / "out"
+    inp, out = addition_problems(tmp_path / "in.jsonl", 6), tmp_path / "out"
     unset = ("KIT_SERVER_PYTHON", "KIT_CLIENT_PYTHON", "VIRTUAL_ENV")
     env = {name: value for name, value in {**os.environ, **SERVICES}.items() if name not in unset}
     env.update(PATH="/usr/local/bin:/usr/bin:/bin", KIT_HOME=str(tmp_path / "kh"))

@@ -11,8 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import SERVICES, need, plan_lines
-from test_training import TRAIN_ENV, additions, slurm_train_config
+from conftest import SERVICES, TRAIN_ENV, additions, need, plan_lines, slurm_train_config
 
 TOY = ["--sft_args=++max_steps=2 ++max_length=64 ++logging_steps=1",
        "--grpo_args=++max_steps=1 ++num_generations=2 ++micro_batch_size=2 ++max_completion_length=8",

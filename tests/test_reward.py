@@ -13,8 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from conftest import SERVICES, need, rows
-from test_generate_vllm import VLLM_ARGS, cluster_yaml
+from conftest import SERVICES, VLLM_ARGS, cluster_yaml, need, rows
 
 PAIRS = [("What is 2+3?", "\\boxed{5}"), ("What is 2+3?", "\\boxed{6}"), ("What is 7+1?", "I think 8.")]
 

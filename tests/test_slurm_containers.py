@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import SERVICES, git, need, rows
+from conftest import SERVICES, addition_problems, check_answers, git, need, rows
 
 pytestmark = pytest.mark.slurm
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -204,8 +204,6 @@ def test_generate_with_server_and_client_in_two_images(kit, configs, tmp_path, u
     """`kit generate` as one het job: the transformers server in the base image, the client in the image built
     from Dockerfile.kit (the defaults: containers named after the server type and 'kit'). The images lack torch
     and LiteLLM, so the config mounts the Python envs, as a user mounts theirs."""
-    from test_generate_vllm import additions, check_answers
-
     need("KIT_TEST_PYXIS", "pyxis + enroot on the local Slurm")
     need("KIT_TEST_HF_PYTHON", "the model venv and tiny model (tests/services/models_up.sh)")
     shutil.copytree(REPO_ROOT / "dockerfiles", user_repo / "dockerfiles")
@@ -215,7 +213,7 @@ def test_generate_with_server_and_client_in_two_images(kit, configs, tmp_path, u
     hf_venv, client_venv = Path(hf_python).parent.parent, Path(sys.executable).parent.parent
     data = tmp_path / "data"
     data.mkdir()
-    additions(data / "in.jsonl", 6)
+    addition_problems(data / "in.jsonl", 6)
     mounts = [data, hf_venv, client_venv, Path(sys.base_prefix), Path(model)]
     d = configs(
         "pyxgen",

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import re
 import signal
 import subprocess
@@ -14,24 +13,10 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import BIN, SERVICES, need
+from conftest import BIN, SERVICES, TRAIN_ENV, additions, need, slurm_train_config
 
-TRAIN_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
 SFT_FLAGS = ["++learning_rate=2e-3", "++lr_scheduler=constant_with_warmup", "++warmup_ratio=0.1", "++micro_batch_size=32",
              "++max_length=128"]  # fmt: skip
-
-
-def additions(path: Path, n: int, seed: int, with_generation: bool = True) -> Path:
-    """n records 'What is a+b?' (as generation outputs: graded, correct) over all 100 single-digit pairs."""
-    rng = random.Random(seed)
-    with path.open("w") as f:
-        for i in range(n):
-            a, b = rng.randrange(10), rng.randrange(10)
-            record = {"id": f"p{i}", "problem": f"What is {a}+{b}?", "expected_answer": str(a + b)}
-            if with_generation:
-                record |= {"generation": f"\\boxed{{{a + b}}}", "symbolic_correct": True}
-            f.write(json.dumps(record) + "\n")
-    return path
 
 
 def loss_history(output_dir: Path) -> list[float]:
@@ -333,13 +318,6 @@ def steps_per_second(tmp_path: Path, data: Path) -> float:
     m = re.search(r"trained to step 150 in ([\d.]+)s", res.stderr)
     assert m, res.stderr[-2000:]
     return 150 / float(m[1])
-
-
-def slurm_train_config(configs) -> Path:
-    """The local Slurm as a cluster config whose jobs train with this venv's Python and serve with the model venv."""
-    env = {"KIT_TRAIN_PYTHON": BIN / "python", "KIT_SERVER_PYTHON": SERVICES["KIT_TEST_HF_PYTHON"], **TRAIN_ENV}
-    return configs("slurm", "executor: slurm\njob_dir: JOB_DIR\naccount: root\npartition: debug\nenv_vars:\n"
-                   + "".join(f"  - {k}={v}\n" for k, v in env.items()))  # fmt: skip
 
 
 @pytest.mark.slurm
