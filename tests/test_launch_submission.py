@@ -1,7 +1,8 @@
-"""Launch defects that show once stages depend on each other, each checked where it happens: Slurm arrays larger
-than MaxArraySize (dry run and the real cluster, 10,000 units), no silent 10-minute limit, one container per
-Docker job, the sandbox's unconfined profile as an explicit group field, the TIR sandbox log path, and a stage
-whose units are all done still leaving a job that --run_after waits on."""
+"""What kit submits, and how a submission is refused, each checked where it happens: Slurm arrays larger than
+MaxArraySize (dry run and the real cluster, 10,000 units), no silent 10-minute limit, time limits checked before
+anything is packed, a refused sbatch, one container per Docker job, the sandbox's unconfined profile as an explicit
+group field, the TIR sandbox log path, a stage whose units are all done still leaving a job that --run_after waits
+on, and --wait's timeout."""
 
 from __future__ import annotations
 

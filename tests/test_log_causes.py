@@ -1,6 +1,6 @@
-"""Root causes, not last lines: a command or service that fails is reported with its exit code and its log's first
-error lines, in `--wait`'s output and in `kit logs` (which also shows the scheduler's own output), on none and on
-the local Slurm."""
+"""Root causes of failures (pipeline_kit/log_causes.py), not last lines: a command or service that fails is
+reported with its exit code and its log's first error lines, in `--wait`'s output and in `kit logs` (which also
+shows the scheduler's own output), on none and on the local Slurm."""
 
 from __future__ import annotations
 
