@@ -92,18 +92,31 @@ def probe_command(refs):
 '''
 
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+REPO_ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE_MARKER = "<!-- example: {} -->"
 
 
-def readme_blocks(marker: str) -> list[str]:
-    """The fenced code blocks that follow `<!-- example: MARKER -->` in the README (tests run them as written)."""
-    m = re.search(rf"<!-- example: {marker} -->\n((?:```\w*\n.*?```\s*)+)", README.read_text(), re.S)
-    assert m, f"README.md has no code block after <!-- example: {marker} -->"
+def doc_pages() -> list[Path]:
+    """README.md and every page of the docs site (docs/**/*.md): where the executed examples live."""
+    return [REPO_ROOT / "README.md", *sorted((REPO_ROOT / "docs").rglob("*.md"))]
+
+
+def example_blocks(marker: str) -> list[str]:
+    """The fenced code blocks that follow `<!-- example: MARKER -->` in README.md or a docs page (tests run them as
+    written). The marker must appear exactly once across them all, so a moved example is found wherever it went."""
+    tag = EXAMPLE_MARKER.format(marker)
+    places = [(page, page.read_text()) for page in doc_pages()]
+    places = [(page, text) for page, text in places for _ in range(text.count(tag))]
+    where = ", ".join(str(page.relative_to(REPO_ROOT)) for page, _ in places) or "nowhere"
+    assert len(places) == 1, f"{tag} must appear once in README.md and docs/**/*.md; found in {where}"
+    page, text = places[0]
+    m = re.search(rf"{re.escape(tag)}\n((?:```\w*\n.*?```\s*)+)", text, re.S)
+    assert m, f"{page.relative_to(REPO_ROOT)}: no code block right after {tag}"
     return re.findall(r"```\w*\n(.*?)```", m.group(1), re.S)
 
 
-def readme_block(marker: str) -> str:
-    return readme_blocks(marker)[0]
+def example_block(marker: str) -> str:
+    return example_blocks(marker)[0]
 
 
 def git(repo: Path, *args: str) -> None:

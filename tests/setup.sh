@@ -8,6 +8,7 @@ if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv || { apt-get install -y -q python3-venv >/dev/null && python3 -m venv .venv; }
 fi
 # torch, pinned (an unpinned one pulls GBs of CUDA wheels): users have it, and nemo-run's import reaches for it,
-# so tests/test_launch_imports.py needs it to prove that launching never imports it; `train` (TRL) trains in the tests
-.venv/bin/pip install -q --disable-pip-version-check -e '.[test,generate,sandbox,eval,plot,data,train]' torch==2.13.0
+# so tests/test_launch_imports.py needs it to prove that launching never imports it; `train` (TRL) trains in the tests;
+# `docs` builds the docs site (.ci/run, tests/test_docs.py)
+.venv/bin/pip install -q --disable-pip-version-check -e '.[test,generate,sandbox,eval,plot,data,train,docs]' torch==2.13.0
 bash tests/services/up.sh

@@ -1,6 +1,6 @@
-"""Prompt configs with few-shot examples: the README's example renders into the request exactly as the README says
-(against the stub server), and a bad config is one line, exit 2, before any request: in the generation script,
-and at submission (`kit generate`, also its --dry_run) before anything is queued."""
+"""Prompt configs with few-shot examples: the example of docs/generation/prompts.md renders into the request exactly
+as the page says (against the stub server), and a bad config is one line, exit 2, before any request: in the
+generation script, and at submission (`kit generate`, also its --dry_run) before anything is queued."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import sys
 
 import pytest
 import yaml
-from conftest import readme_block
+from conftest import example_block
 
 from pipeline_kit.errors import UserError
 from pipeline_kit.inference.prompts import NOT_PROMPTS, PROMPTS_DIR, load_prompt_config
@@ -25,10 +25,10 @@ def generate(*overrides: str) -> subprocess.CompletedProcess:
     )
 
 
-def test_the_readme_few_shot_example_renders_into_the_request_as_shown(stub, tmp_path):
+def test_the_documented_few_shot_example_renders_into_the_request_as_shown(stub, tmp_path):
     server = stub()
     prompt = tmp_path / "few_shot.yaml"
-    prompt.write_text(readme_block("few-shot"))
+    prompt.write_text(example_block("few-shot"))
     inp, out = tmp_path / "in.jsonl", tmp_path / "output.jsonl"
     inp.write_text(json.dumps({"problem": "What is 3+4?"}) + "\n")
     res = generate(
@@ -39,7 +39,7 @@ def test_the_readme_few_shot_example_renders_into_the_request_as_shown(stub, tmp
     (sent,) = server.requests()
     assert sent["body"]["messages"] == [
         {"role": "system", "content": "You are a careful mathematician."},
-        {"role": "user", "content": readme_block("few-shot-rendered").rstrip("\n")},
+        {"role": "user", "content": example_block("few-shot-rendered").rstrip("\n")},
     ]
 
 

@@ -243,15 +243,15 @@ def test_generate_with_server_and_client_in_two_images(kit, configs, tmp_path, u
     assert "#SBATCH hetjob" in script
 
 
-def test_readme_container_example_runs_as_written(kit, configs, tmp_path):
-    """The README's Slurm container config and first command, with only this cluster's paths and names put in."""
+def test_documented_container_example_runs_as_written(kit, configs, tmp_path):
+    """The Slurm container config and first command of docs/clusters/containers.md, with only this cluster's paths and names put in."""
     import shlex
 
     import yaml
-    from conftest import readme_blocks
+    from conftest import example_blocks
 
     need("KIT_TEST_PYXIS", "pyxis + enroot on the local Slurm")
-    config_text, commands = readme_blocks("slurm-container")
+    config_text, commands = example_blocks("slurm-container")
     config = yaml.safe_load(config_text)
     data = tmp_path / "lustre_data"
     data.mkdir()

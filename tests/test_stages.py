@@ -1,5 +1,5 @@
-"""Stages that compose: the README's two-stage Python example run for real (stage 2 reads what stage 1 writes),
-inputs made by an earlier stage or experiment checked when the job starts, overrides checked at submission, a
+"""Stages that compose: the two-stage Python example of docs/python-api.md run for real (stage 2 reads what stage 1
+writes), inputs made by an earlier stage or experiment checked when the job starts, overrides checked at submission, a
 fully done stage that dependents can still wait on, and the launch layer's own defects (run ids, RunResult.ok,
 afternotok/aftercorr on none)."""
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import problems, readme_block, rows, run_committed
+from conftest import example_block, problems, rows, run_committed
 
 
 def run_in_repo(user_repo: Path, tmp_path: Path, name: str, body: str, env: dict | None = None):
@@ -20,10 +20,10 @@ def none_config_dir(configs):
     return configs("none", "executor: none\njob_dir: JOB_DIR\n")
 
 
-def test_readme_two_stage_example_runs(user_repo, tmp_path, stub, none_config_dir):
+def test_documented_two_stage_example_runs(user_repo, tmp_path, stub, none_config_dir):
     server = stub()
     problems(user_repo, 4, "problems.jsonl")
-    script = readme_block("stages")
+    script = example_block("stages")
     script = script.replace('SERVER = "http://127.0.0.1:8000/v1"', f'SERVER = "{server.url}"')
     res = run_in_repo(user_repo, tmp_path, "stages.py", script, {"KIT_CONFIG_DIR": str(none_config_dir)})
     assert res.returncode == 0, res.stdout + res.stderr
