@@ -68,7 +68,7 @@ def override_keys() -> str:
     keys = ", ".join(dotted_keys(TrainConfig))
     return (
         f"++key=value overrides (the training script's config): {keys}. --backend=nemo_rl renders the same keys into "
-        "NeMo-RL's run config (README, 'The NeMo-RL backend'); an unknown key is an error before anything is queued."
+        "NeMo-RL's run config (docs/training/nemo-rl.md); an unknown key is an error before anything is queued."
     )
 
 

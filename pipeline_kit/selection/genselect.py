@@ -89,7 +89,7 @@ async def _judge_window(window: list[Solution], round_no: int, votes: dict[str, 
 
 
 async def select(solutions: list[Solution], window: int, seed: str, ask: Ask) -> dict:
-    """The chosen solution's record with `predicted_answer` and a `genselect` field (see the README's format)."""
+    """The chosen solution's record with `predicted_answer` and a `genselect` field (the format: docs/evaluation/selection.md)."""
     answered = [s for s in solutions if s.answer is not None]
     summary: dict = {"candidates": len(answered), "runs": len(solutions), "windows": [], "fallback": 0}
     summary["num_generated_tokens"] = 0
