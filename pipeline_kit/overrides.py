@@ -191,7 +191,7 @@ def split_overrides(flag: str, text: str) -> tuple[str, ...]:
     except ValueError as e:
         raise UserError(f"{flag}: cannot split {text!r} ({e}); quote it like '++key=value ++other=2'.") from None
     for a in args:
-        if not a.startswith("++") or "=" not in a:
+        if not is_override(a):
             raise UserError(f"{flag}: '{a}' is not ++key=value; write e.g. {flag}='++num_epochs=2'.")
     return tuple(args)
 
@@ -209,7 +209,7 @@ def route_overrides(
         raise ValueError(f"default script {default!r} has no checker")
     routed: dict[str, list[str]] = {name: [] for name in checkers}
     for arg in args:
-        if not arg.startswith("++") or "=" not in arg:
+        if not is_override(arg):
             raise UserError(f"'{arg}' is not an override; write ++key=value.")
         key, _, value = arg[2:].partition("=")
         head, dot, rest = key.partition(".")

@@ -1,7 +1,6 @@
 """The one content digest (pipeline_kit/content_digest.py) behind generation `.done` keys and recipe stages: a file's
 bytes, cached by (path, size, mtime_ns, ctime_ns) so a rerun costs a stat, not a read; a checkpoint rewritten in
-place with the same size is a new digest, so the dependent recipe stage and the generation `.done` key change.
-Also: generation types resolved from the registry or a user's module:Class, each asked for its key fields."""
+place with the same size is a new digest, so the dependent recipe stage and the generation `.done` key change."""
 
 from __future__ import annotations
 
@@ -175,47 +174,3 @@ def test_a_generation_done_key_holds_a_visible_model_folders_content(tmp_path):
     for name in ("Qwen/Qwen3-8B", "/models/on/the/cluster"):
         cfg = generate_config(tmp_path, f"++server.model={name}")
         assert "server.model content" not in done_key.key_fields(cfg, task, "x")
-
-
-def test_each_generation_type_names_its_input_and_key_fields(tmp_path):
-    from pipeline_kit.inference import GENERATION_TYPES, done_key
-    from pipeline_kit.inference.registry import task_class
-
-    cfg = generate_config(tmp_path, "++server.model=m", "++generation_type=reward")
-    key = done_key.key_fields(cfg, task_class("reward"), "digest")
-    assert key["generation_type"] == "reward" and key["prompt_config"] == "generic/default"
-    assert "prompt_config content" in key and key["input_file content"] == "digest"
-    cfg = generate_config(tmp_path, "++server.model=m")
-    assert "generation_type" not in done_key.key_fields(cfg, task_class("generate"), "digest")  # older keys stay
-    genselect = task_class("genselect")
-    assert (genselect.input_key, genselect.prompt_key) == ("input_dir", "genselect.prompt_config")
-    assert task_class("magpie").prompt_key is None
-    for name in GENERATION_TYPES:
-        task = task_class(name)
-        assert all(callable(getattr(task, m)) for m in ("check_inputs", "input_digest", "done_key_fields", "sample"))
-
-
-def test_a_generation_type_of_ones_own_is_module_colon_class(tmp_path):
-    from pipeline_kit.inference.magpie import MagpieTask
-    from pipeline_kit.inference.registry import task_class
-
-    assert task_class("pipeline_kit.inference.magpie:MagpieTask") is MagpieTask
-    cfg = generate_config(tmp_path, "++server.model=m", "++generation_type=pipeline_kit.inference.magpie:MagpieTask")
-    assert cfg.generation_type == "pipeline_kit.inference.magpie:MagpieTask"
-    with pytest.raises(UserError, match=r"is not one of generate, reward, genselect, magpie\. Did you mean 'reward'"):
-        task_class("rewrad")
-    with pytest.raises(UserError, match=r"cannot import no_such_pkg\.mod \(ModuleNotFoundError"):
-        task_class("no_such_pkg.mod:Task")
-    with pytest.raises(UserError, match=r"module pipeline_kit\.inference\.magpie has no 'Nope'"):
-        task_class("pipeline_kit.inference.magpie:Nope")
-
-
-def test_no_code_compares_generation_type_names():
-    package = Path(__file__).parent.parent / "pipeline_kit"
-    hits = [
-        f"{p}:{n}"
-        for p in package.rglob("*.py")
-        for n, line in enumerate(p.read_text().splitlines(), 1)
-        if "generation_type ==" in line or 'generation_type == "' in line
-    ]
-    assert not hits, hits
