@@ -15,7 +15,7 @@ from pipeline_kit.errors import UserError
 
 CACHE_VAR = "KIT_DIGEST_CACHE"  # the cache file [default: $XDG_CACHE_HOME/pipeline_kit/digests.json, ~/.cache/...]
 DIGEST_LENGTH = 16  # hex characters kept: enough to tell settings apart, short in a .done
-MAX_CACHED = 100_000  # files; beyond it the oldest entries go
+MAX_CACHED = 20_000  # files (a model folder holds tens); beyond it the least recently hashed go
 _BLOCK = 1 << 20
 
 
@@ -50,7 +50,8 @@ class _Cache:
     def save(self) -> None:
         if not self.added or self.path is None:
             return
-        merged = {**_read_cache(self.path), **self.added}  # another process's entries are kept
+        # another process's entries are kept; this one's go last, so that the oldest are the first to go
+        merged = {k: v for k, v in _read_cache(self.path).items() if k not in self.added} | self.added
         if len(merged) > MAX_CACHED:
             merged = dict(list(merged.items())[-MAX_CACHED:])
         try:
