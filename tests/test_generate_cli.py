@@ -198,10 +198,11 @@ def test_generate_has_no_lambda_references(tmp_path):
     "value", ["/a b/c", "x -c \"print('post')\"", "a\\b", "tail\\", 'echo "${KIT_OUTPUT_FILE}"', "it\\'s"]
 )
 def test_values_reach_the_generation_script_unchanged(value):
-    from pipeline_kit.inference.config import override_value, parse_overrides
+    from pipeline_kit.inference.config import parse_generate_config
+    from pipeline_kit.overrides import override_value
 
     required = ["++input_file=i", "++server.base_url=u", "++server.model=m"]
-    assert parse_overrides([f"++postprocess_cmd={override_value(value)}", *required]).postprocess_cmd == value
+    assert parse_generate_config([f"++postprocess_cmd={override_value(value)}", *required]).postprocess_cmd == value
 
 
 def test_external_endpoint_gets_the_key_from_the_named_env_var(kit, none_cluster, stub, tmp_path):

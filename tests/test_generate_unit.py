@@ -255,10 +255,10 @@ def test_text_endpoint_applies_the_chat_template_on_the_client(stub, tmp_path):
 )
 def test_a_misplaced_or_misspelled_override_suggests_the_full_key(override, hint):
     from pipeline_kit.errors import UserError
-    from pipeline_kit.inference.config import check_overrides
+    from pipeline_kit.inference.config import check_generate_overrides
 
     with pytest.raises(UserError) as err:
-        check_overrides([override])
+        check_generate_overrides([override])
     assert f"unknown key {override.split('=')[0]}. {hint}" in str(err.value)
 
 

@@ -143,7 +143,7 @@ def test_bad_recipe_input_is_one_line(kit, tmp_path, args, needle):
 
 def test_magpie_generation_type_needs_the_text_endpoint_and_a_system_field(tmp_path):
     need("KIT_TEST_TINY_MODEL", "the tiny model (tests/services/models_up.sh)")
-    from pipeline_kit.inference.config import parse_overrides
+    from pipeline_kit.inference.config import parse_generate_config
     from pipeline_kit.inference.magpie import MagpieTask
 
     rows = tmp_path / "rows.jsonl"
@@ -151,9 +151,9 @@ def test_magpie_generation_type_needs_the_text_endpoint_and_a_system_field(tmp_p
     base = [f"++input_file={rows}", f"++output_file={tmp_path / 'o.jsonl'}", "++server.base_url=http://x/v1",
             f"++server.model={SERVICES['KIT_TEST_TINY_MODEL']}", "++generation_type=magpie"]  # fmt: skip
     with pytest.raises(UserError, match=r"add \+\+server\.endpoint=text"):
-        MagpieTask(parse_overrides(base))
+        MagpieTask(parse_generate_config(base))
     with pytest.raises(UserError, match="line 2 has no 'system' text"):
-        MagpieTask(parse_overrides([*base, "++server.endpoint=text"]))
+        MagpieTask(parse_generate_config([*base, "++server.endpoint=text"]))
 
 
 @pytest.mark.models

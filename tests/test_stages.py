@@ -110,8 +110,8 @@ def test_overrides_are_checked_at_submission(kit, configs, tmp_path):
 
 def test_route_overrides_sends_each_part_to_its_script():
     from pipeline_kit.errors import UserError
-    from pipeline_kit.inference.config import parse_overrides
-    from pipeline_kit.jobs.overrides import route_overrides
+    from pipeline_kit.inference.config import parse_generate_config
+    from pipeline_kit.overrides import route_overrides
 
     seen = {}
     required = ["++server.base_url=http://x/v1", "++server.model=m", "++input_file=in.jsonl"]
@@ -125,7 +125,7 @@ def test_route_overrides_sends_each_part_to_its_script():
     routed = route_overrides(
         ["++inference.temperature=0.7", "++grade.tolerance=1e-6"],
         {
-            "generate": lambda a: parse_overrides([*required, *a]),
+            "generate": lambda a: parse_generate_config([*required, *a]),
             "grade": grade,
         },
         "generate",
@@ -135,7 +135,7 @@ def test_route_overrides_sends_each_part_to_its_script():
         route_overrides(
             ["++grde.tolerance=1"],
             {
-                "generate": lambda a: parse_overrides([*required, *a]),
+                "generate": lambda a: parse_generate_config([*required, *a]),
                 "grade": grade,
             },
             "generate",
@@ -219,9 +219,9 @@ def test_override_values_are_checked_at_submission(override, needle):
     """Plain values are checked against their field's type without hydra; anything else goes through hydra's parser,
     whose error is the one shown."""
     from pipeline_kit.errors import UserError
-    from pipeline_kit.inference.config import check_overrides
+    from pipeline_kit.inference.config import check_generate_overrides
 
     with pytest.raises(UserError) as e:
-        check_overrides(["++prompt_config=generic/math", override])
+        check_generate_overrides(["++prompt_config=generic/math", override])
     assert needle in str(e.value)
-    check_overrides(["++inference.temperature=0.7", "++code_execution=true", "++inference.stop_phrases=['a']"])
+    check_generate_overrides(["++inference.temperature=0.7", "++code_execution=true", "++inference.stop_phrases=['a']"])

@@ -104,8 +104,8 @@ class Benchmark:
         ++prompt_config of `overrides`, else PROMPT_CONFIG), else boxed."""
         if self.extract is not None:
             return self.extract
-        from pipeline_kit.inference.config import take_override
         from pipeline_kit.inference.prompts import load_prompt_config
+        from pipeline_kit.overrides import take_override
 
         given, _ = take_override(overrides, "prompt_config")  # read as the generation script reads it
         return load_prompt_config(given or self.prompt_config).extract or "boxed"
@@ -120,7 +120,7 @@ class Benchmark:
 def _override_value(value: str) -> str:
     if re.fullmatch(r"[\w./-]+", value):
         return value
-    from pipeline_kit.inference.config import override_value
+    from pipeline_kit.overrides import override_value
 
     return override_value(value)
 

@@ -13,6 +13,7 @@ import typer
 from typer._click.exceptions import NoSuchOption, UsageError  # typer >= 0.29 vendors click
 
 from pipeline_kit.errors import UserError
+from pipeline_kit.overrides import is_override
 
 
 @dataclass
@@ -122,7 +123,7 @@ def check_extra_args(ctx: typer.Context) -> tuple[str, ...]:
     """Only `++key=value` passes through; any other unknown argument is a mistake (an unknown --flag is reported
     with a did-you-mean over the command's own flags, by pipeline_kit.cli.main)."""
     for a in ctx.args:
-        if not (a.startswith("++") and "=" in a and len(a.split("=", 1)[0]) > 2):
+        if not is_override(a):
             if a.startswith("--"):
                 raise NoSuchOption(a.split("=", 1)[0], ctx=ctx)
             raise UsageError(f"unexpected argument '{a}'; inner-script arguments are written ++key=value.", ctx=ctx)

@@ -62,7 +62,7 @@ def _run(flags: JobFlags, spec) -> int:
 
 def override_keys() -> str:
     """The closing lines of `kit sft/grpo --help`: every ++key of the TRL training script."""
-    from pipeline_kit.inference.config import dotted_keys
+    from pipeline_kit.overrides import dotted_keys
     from pipeline_kit.training.config import TrainConfig
 
     keys = ", ".join(dotted_keys(TrainConfig))

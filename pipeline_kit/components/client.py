@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pipeline_kit.components.sandbox import SANDBOX_NAME
 from pipeline_kit.components.sandbox import address as sandbox_address
 from pipeline_kit.components.server import SERVER_LOG, SERVER_NAME
-from pipeline_kit.inference.config import override_value
+from pipeline_kit.overrides import override_value
 from pipeline_kit.pipeline.model import Endpoint
 from pipeline_kit.servers.base import ServerSpec, get_server_type
 

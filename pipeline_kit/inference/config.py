@@ -1,14 +1,12 @@
-"""Typed config of the generation script, filled from `++key=value` overrides parsed by hydra-core's override
-grammar. An unknown key, a wrong type or a missing required value is one clear error naming the key."""
+"""Typed config of the generation script, filled from `++key=value` overrides (pipeline_kit.overrides, the one
+grammar). An unknown key, a wrong type or a missing required value is one clear error naming the key."""
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, field, fields, is_dataclass
+from dataclasses import dataclass, field
 
-from pipeline_kit.errors import UserError, closest, did_you_mean
-
-MISSING = "???"  # omegaconf's marker for a required value
+from pipeline_kit.inference.registry import DEFAULT_GENERATION_TYPE, task_class
+from pipeline_kit.overrides import MISSING, check_overrides, parse_overrides
 
 
 @dataclass
@@ -46,7 +44,7 @@ class GenSelectConfig:
 
 @dataclass
 class GenerateConfig:
-    generation_type: str = "generate"  # generate | reward | genselect | magpie
+    generation_type: str = DEFAULT_GENERATION_TYPE  # a name of inference/registry.py, or package.module:Class
     input_file: str | None = None  # the problems (required unless generation_type=genselect)
     input_dir: str | None = None  # genselect: the folder of sampled runs (output-rs*.jsonl) to pick from
     output_file: str | None = None  # one unit's output ...
@@ -79,187 +77,14 @@ class GenerateConfig:
     sandbox_ready_timeout: float = 120.0  # seconds to wait for the sandbox's /health (it starts in about 1 s)
     genselect: GenSelectConfig = field(default_factory=GenSelectConfig)
 
-    def check_inputs(self) -> None:
-        """The input each generation type reads: ++input_file (a generation), ++input_dir (GenSelect's runs)."""
-        if self.generation_type not in GENERATION_TYPES:
-            raise UserError(
-                f"generation: ++generation_type={self.generation_type} is not one of {', '.join(GENERATION_TYPES)}."
-                f"{did_you_mean(self.generation_type, list(GENERATION_TYPES))}"
-            )
-        genselect = self.generation_type == "genselect"
-        if genselect and self.input_dir is None:
-            raise UserError(
-                "generation: ++generation_type=genselect needs ++input_dir (the folder of output-rs*.jsonl)."
-            )
-        if not genselect and self.input_dir is not None:
-            raise UserError("generation: ++input_dir is GenSelect's input; add ++generation_type=genselect or drop it.")
-        if not genselect and self.input_file is None:
-            raise UserError("generation: ++input_file is required; pass it (e.g. ++input_file=...).")
-        if genselect and self.genselect.window < 2:
-            raise UserError(f"++genselect.window={self.genselect.window}: a window compares at least 2 solutions.")
+
+def parse_generate_config(args: list[str] | tuple[str, ...]) -> GenerateConfig:
+    """The generation script's config from its `++key=value` arguments, with the inputs its generation type needs."""
+    cfg = parse_overrides(args, GenerateConfig, "generation")
+    task_class(cfg.generation_type).check_inputs(cfg)
+    return cfg
 
 
-# what the generation script does with its input: each type's task (rows, open_model, sample), as module:class
-GENERATION_TYPES = {
-    "generate": "pipeline_kit.inference.generate:GenerateTask",
-    "reward": "pipeline_kit.inference.reward:RewardTask",
-    "genselect": "pipeline_kit.inference.genselect:GenSelectTask",
-    "magpie": "pipeline_kit.inference.magpie:MagpieTask",
-}
-
-
-def override_value(value: str) -> str:
-    """`value` as a quoted string of the override grammar, read back unchanged: quotes and trailing backslashes are
-    escaped, and so is `${`, which OmegaConf would take for an interpolation (shell commands use it)."""
-    value = re.sub(r"(\\+)(?='|$)", lambda m: m.group(1) * 2, value)
-    value = re.sub(r"(\\*)\$\{", lambda m: m.group(1) * 2 + "\\${", value)
-    return "'" + value.replace("'", "\\'") + "'"
-
-
-def override_text(value: str) -> str:
-    """`value` as an override value: bare when the grammar reads it back unchanged, else quoted (override_value)."""
-    return value if value and _SIMPLE.match(value) else override_value(value)
-
-
-def parse_overrides(args: list[str], what: str = "generation", complete: bool = True, schema: type = GenerateConfig):
-    """`++a.b=value` (also `a.b=value` and `+a.b=value`) → an instance of `schema` (a dataclass; default
-    GenerateConfig), checked key by key. With `complete=False` only the given overrides are checked (required keys
-    may be missing) and None is returned."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra.errors import OverrideParseException
-    from omegaconf import OmegaConf
-    from omegaconf.errors import OmegaConfBaseException
-
-    cfg = OmegaConf.structured(schema)
-    try:
-        overrides = OverridesParser.create().parse_overrides([a.removeprefix("++").removeprefix("+") for a in args])
-    except OverrideParseException as e:
-        raise UserError(f"{what}: cannot parse override ({str(e).splitlines()[0]}); write ++key=value.") from None
-    for override in overrides:
-        key = override.key_or_group
-        _check_key(key, what, schema)
-        try:
-            OmegaConf.update(cfg, key, override.value(), merge=True)
-        except OmegaConfBaseException as e:
-            raise UserError(f"{what}: ++{key}={override.input_line.split('=', 1)[1]}: {_first_line(e)}") from None
-    if not complete:
-        return None
-    try:
-        parsed = OmegaConf.to_object(cfg)
-    except OmegaConfBaseException as e:
-        key = getattr(e, "full_key", "") or "?"
-        raise UserError(f"{what}: ++{key} is required; pass it (e.g. ++{key}=...).") from None
-    if isinstance(parsed, GenerateConfig):
-        parsed.check_inputs()
-    return parsed
-
-
-_SIMPLE = re.compile(r"^[A-Za-z0-9_./:@+-]*$")  # a value that needs no quoting in hydra's grammar
-
-
-def take_override(args: tuple[str, ...] | list[str], key: str) -> tuple[str | None, tuple[str, ...]]:
-    """The value of the last `++key=value` in `args` (as the script would read it) and the other arguments."""
-    ours = [a for a in args if a.removeprefix("++").removeprefix("+").partition("=")[0] == key]
-    rest = tuple(a for a in args if a not in ours)
-    if not ours:
-        return None, rest
-    raw = ours[-1].partition("=")[2]
-    if _SIMPLE.match(raw):
-        return raw, rest
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra.errors import OverrideParseException
-
-    try:
-        return str(OverridesParser.create().parse_override(ours[-1].removeprefix("++").removeprefix("+")).value()), rest
-    except OverrideParseException as e:
-        raise UserError(f"cannot parse {ours[-1]} ({str(e).splitlines()[0]}); write ++{key}=value.") from None
-
-
-def check_overrides(args: list[str] | tuple[str, ...], what: str = "generation", schema: type = GenerateConfig) -> None:
-    """The check at submission, without importing hydra (a quarter of a second) in the common case: every key
-    exists (with a did-you-mean) and each plain value fits its field's type. An override this does not settle
-    (lists, quoted strings, a value that does not fit) goes through `parse_overrides`, which gives the error."""
-    import typing
-
-    for arg in args:
-        key, sep, value = arg.removeprefix("++").removeprefix("+").partition("=")
-        if not sep or not _SIMPLE.match(value):
-            parse_overrides(list(args), what, complete=False, schema=schema)
-            return
-        _check_key(key, what, schema)
-        node: type = schema
-        *parents, leaf = key.split(".")
-        for part in parents:
-            node = typing.get_type_hints(node)[part]
-        if not _fits(typing.get_type_hints(node)[leaf], value):
-            parse_overrides(list(args), what, complete=False, schema=schema)
-            return
-
-
-def _fits(annotation: object, value: str) -> bool:
-    """Whether a plain override value converts to the field's type as OmegaConf would."""
-    import types
-    import typing
-
-    options = typing.get_args(annotation) if isinstance(annotation, types.UnionType) else (annotation,)
-    if value == "null":
-        return type(None) in options
-    for option in options:
-        if option is str or (option is bool and value.lower() in ("true", "false")):
-            return True
-        if option in (int, float):
-            try:
-                option(value)
-                return True
-            except ValueError:
-                continue
-    return False
-
-
-def _check_key(key: str, what: str, schema: type) -> None:
-    node: type = schema
-    path = []
-    for part in key.split("."):
-        names = [f.name for f in fields(node)]
-        if part not in names:
-            prefix = ".".join(path)
-            best = _closest_key(key, dotted_keys(schema))
-            hint = f" Did you mean ++{best}?" if best else ""
-            valid = ", ".join(f"{prefix + '.' if prefix else ''}{n}" for n in names)
-            raise UserError(f"{what}: unknown key ++{key}.{hint} Valid keys here: {valid}.")
-        path.append(part)
-        node_type = {f.name: f for f in fields(node)}[part]
-        default = node_type.default_factory() if callable(node_type.default_factory) else None
-        if is_dataclass(default):
-            node = type(default)
-        elif part != key.split(".")[-1]:
-            raise UserError(f"{what}: ++{key}: '{'.'.join(path)}' is a value, not a group; drop the rest.")
-
-
-def dotted_keys(schema: type, prefix: str = "") -> list[str]:
-    """Every leaf key of `schema` with its groups, e.g. inference.temperature."""
-    out = []
-    for f in fields(schema):
-        default = f.default_factory() if callable(f.default_factory) else None
-        name = f"{prefix}{f.name}"
-        out += dotted_keys(type(default), f"{name}.") if is_dataclass(default) else [name]
-    return out
-
-
-def _closest_key(key: str, keys: list[str]) -> str | None:
-    """The full key meant by a misspelled or misplaced one: the same last part in another group (NeMo-Skills'
-    ++tokens_to_generate is ++inference.tokens_to_generate), else the closest full key, else the closest last part."""
-    leaf = key.rsplit(".", 1)[-1]
-    same_leaf = [k for k in keys if k.rsplit(".", 1)[-1] == leaf]
-    if len(same_leaf) == 1:
-        return same_leaf[0]
-    best = closest(key, keys)
-    if best:
-        return best
-    by_leaf = {k.rsplit(".", 1)[-1]: k for k in keys}
-    near = closest(leaf, list(by_leaf))
-    return by_leaf[near] if near else None
-
-
-def _first_line(e: Exception) -> str:
-    return str(e).splitlines()[0].strip()
+def check_generate_overrides(args: list[str] | tuple[str, ...]) -> None:
+    """The check at submission, without hydra in the common case: every key exists and each value fits its type."""
+    check_overrides(args, GenerateConfig, "generation")

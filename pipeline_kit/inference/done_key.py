@@ -1,20 +1,25 @@
-"""Content-keyed `.done` records: a finished output's `.done` holds what made it (model, server type, prompt,
-inference settings, input content, seed, chunk layout; the generation type unless it is plain generation), so a
-rerun with other settings stops instead of silently reusing it. Settings that cannot change the output
-(concurrency, retries, timeouts) are not part of the key."""
+"""Content-keyed `.done` records: a finished output's `.done` holds what made it (model, and a model folder's content,
+server type, prompt, inference settings, input content, seed, chunk layout; the generation type unless it is plain
+generation), so a rerun with other settings stops instead of silently reusing it. The generation type's task
+(tasks.py) names its own fields and its input digest; contents are pipeline_kit.content_digest's. Settings that
+cannot change the output (concurrency, retries, timeouts) are not part of the key."""
 
 from __future__ import annotations
 
-import hashlib
 import json
+import os
 from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pipeline_kit.atomic import write_atomic
+from pipeline_kit.content_digest import path_digest
 from pipeline_kit.errors import UserError
-from pipeline_kit.inference.config import GenerateConfig
+from pipeline_kit.inference.registry import DEFAULT_GENERATION_TYPE
 
-TIR_KEYS = ("code_tags", "max_code_executions", "code_timeout", "max_code_output_characters", "code_language")
+if TYPE_CHECKING:
+    from pipeline_kit.inference.config import GenerateConfig
+    from pipeline_kit.inference.tasks import GenerationTask
 
 
 def done_marker(path: str | Path) -> Path:
@@ -26,44 +31,18 @@ def write_done(output: str | Path, key: dict[str, object]) -> None:
     write_atomic(done_marker(output), json.dumps({"key": key}, sort_keys=True, default=str) + "\n")
 
 
-def file_digest(path: str | Path, what: str = "") -> str:
-    """A short content hash; `what` (e.g. '++input_file=') prefixes the path in the error."""
-    h = hashlib.sha256()
-    try:
-        with open(path, "rb") as f:
-            for block in iter(lambda: f.read(1 << 20), b""):
-                h.update(block)
-    except OSError as e:
-        raise UserError(f"{what}{path}: cannot read it ({e.strerror}).") from None
-    return h.hexdigest()[:16]
-
-
-def input_digest(cfg: GenerateConfig) -> str:
-    """The content hash of what a unit reads: ++input_file, or for GenSelect the runs in ++input_dir."""
-    if cfg.generation_type == "genselect":
-        from pipeline_kit.selection.genselect_runs import runs_digest  # with the grader it reads: only for GenSelect
-
-        return runs_digest(cfg.input_dir)
-    return file_digest(cfg.input_file, "++input_file=")
-
-
-def key_fields(cfg: GenerateConfig, input_digest: str) -> dict[str, object]:
-    """The key of one unit's output (`cfg` as the generation script runs it), as flat `name: value` fields. A
-    generation type other than `generate` adds itself and its settings (so old keys stay as they were)."""
-    from pipeline_kit.inference.prompts import resolve_prompt_path
-
-    genselect = cfg.generation_type == "genselect"
-    prompt = cfg.genselect.prompt_config if genselect else cfg.prompt_config
+def key_fields(cfg: GenerateConfig, task: type[GenerationTask], input_digest: str) -> dict[str, object]:
+    """The key of one unit's output (`cfg` as the generation script runs it, `task` its generation type's class), as
+    flat `name: value` fields: the common ones here, the type's own from the task. A type other than the default adds
+    its name (so the older keys of plain generation stay as they were)."""
     fields: dict[str, object] = {
-        **({"generation_type": cfg.generation_type} if cfg.generation_type != "generate" else {}),
+        **({"generation_type": cfg.generation_type} if cfg.generation_type != DEFAULT_GENERATION_TYPE else {}),
         "server.model": cfg.server.model,
+        **model_fields(cfg.server.model),
         "server.server_type": cfg.server.server_type,
         "server.endpoint": cfg.server.endpoint,
         "server.chat_template": cfg.server.chat_template,
-        f"{'genselect.' if genselect else ''}prompt_config": prompt,
-        f"{'genselect.' if genselect else ''}prompt_config content": file_digest(resolve_prompt_path(prompt)),
-        f"{'input_dir' if genselect else 'input_file'} content": input_digest,
-        **({"genselect.window": cfg.genselect.window} if genselect else {}),
+        f"{task.input_key} content": input_digest,
         "chunk_id": cfg.chunk_id,
         "num_chunks": cfg.num_chunks,
         # logprobs only when asked for: older keys (without it) stay valid
@@ -72,10 +51,16 @@ def key_fields(cfg: GenerateConfig, input_digest: str) -> dict[str, object]:
         # only another field: `generation` is what every run wrote before the key existed (older keys stay valid)
         **({"generation_key": cfg.generation_key} if cfg.generation_key not in (None, "generation") else {}),
     }
-    if cfg.code_execution:
-        fields.update({k: getattr(cfg, k) for k in TIR_KEYS})
-        fields["code_tags content"] = _code_tags_digest(cfg.code_tags)
-    return fields
+    return {**fields, **task.done_key_fields(cfg)}
+
+
+def model_fields(model: str) -> dict[str, object]:
+    """`server.model content`: the content digest of a model folder (or file) given as an absolute path that exists
+    here, so that a checkpoint rewritten in place is a new key. A served name, or a path kit cannot see from here
+    (a remote machine's or a container's), stays keyed by its name alone (`server.model`)."""
+    if not os.path.isabs(model) or not os.path.exists(model):
+        return {}
+    return {"server.model content": path_digest(model, "++server.model=")}
 
 
 def for_unit(fields: dict[str, object], chunk_id: int | None, seed: int | None) -> dict[str, object]:
@@ -88,12 +73,6 @@ def for_unit(fields: dict[str, object], chunk_id: int | None, seed: int | None) 
 def merged_fields(fields: dict[str, object]) -> dict[str, object]:
     """The key of the file the chunks are merged into: every chunk's key less its chunk id."""
     return {k: v for k, v in fields.items() if k != "chunk_id"}
-
-
-def _code_tags_digest(name: str) -> str:
-    from pipeline_kit.inference.tir import code_tags_path
-
-    return file_digest(code_tags_path(name))
 
 
 def recorded_key(output: str | Path) -> dict[str, object] | None:

@@ -10,12 +10,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+from pipeline_kit.content_digest import file_digest
 from pipeline_kit.errors import UserError
 from pipeline_kit.inference import unit_files
-from pipeline_kit.inference.config import GENERATION_TYPES, GenerateConfig, parse_overrides
+from pipeline_kit.inference.config import GenerateConfig, parse_generate_config
 from pipeline_kit.inference.prompts import load_prompt_config
 from pipeline_kit.inference.refusals import RequestsFailed, Tally
-from pipeline_kit.inference.tir import CodeRunner, check_code_settings
+from pipeline_kit.inference.registry import task_class
+from pipeline_kit.inference.tasks import check_input_file, input_file_digest, prompt_fields
+from pipeline_kit.inference.tir import CodeRunner, check_code_settings, code_tags_path
 from pipeline_kit.server_wait import ServerError, wait_until_ready
 
 
@@ -52,10 +55,26 @@ class GenerationModel:
             await self.code_runner.close()
 
 
-class GenerateTask:
-    """A generation: one completion per input record, the record's fields plus the completion's."""
+TIR_KEYS = ("code_tags", "max_code_executions", "code_timeout", "max_code_output_characters", "code_language")
 
+
+class GenerateTask:
+    """A generation: one completion per input record, the record's fields plus the completion's; with
+    ++code_execution, tool-integrated reasoning (tir.py: code rounds in the sandbox)."""
+
+    input_key = "input_file"
+    prompt_key = "prompt_config"
+    check_inputs = staticmethod(check_input_file)
+    input_digest = staticmethod(input_file_digest)
     open_model = staticmethod(GenerationModel.open)
+
+    @staticmethod
+    def done_key_fields(cfg: GenerateConfig) -> dict[str, object]:
+        fields = prompt_fields("prompt_config", cfg.prompt_config)
+        if cfg.code_execution:
+            fields.update({k: getattr(cfg, k) for k in TIR_KEYS})
+            fields["code_tags content"] = file_digest(code_tags_path(cfg.code_tags))
+        return fields
 
     def __init__(self, cfg: GenerateConfig):
         check_code_settings(cfg)
@@ -167,7 +186,7 @@ def run(cfg: GenerateConfig) -> Tally | None:
 
     out = Path(cfg.output_file)
     merged = unit_files.merged_file(out, cfg.chunk_id) if cfg.num_chunks is not None else None
-    key = done_key.key_fields(cfg, _input_digest(cfg))
+    key = done_key.key_fields(cfg, task_class(cfg.generation_type), _input_digest(cfg))
     rerun_hint = "++rerun_done=true (kit generate --rerun_done)"
     if cfg.rerun_done:
         # a rerun chunk of a merged file: the other chunks are cut back out of it, and all are merged again
@@ -207,22 +226,17 @@ def run(cfg: GenerateConfig) -> Tally | None:
 
 def make_task(cfg: GenerateConfig):
     """The task of ++generation_type (its class is imported only when it runs)."""
-    import importlib
-
-    module, name = GENERATION_TYPES[cfg.generation_type].split(":")
-    return getattr(importlib.import_module(module), name)(cfg)
+    return task_class(cfg.generation_type)(cfg)
 
 
 _DIGESTS: dict[tuple, str] = {}
 
 
 def _input_digest(cfg: GenerateConfig) -> str:
-    """The input's content hash, once per process (every unit of a plan reads the same input)."""
-    from pipeline_kit.inference.done_key import input_digest
-
+    """The input's content digest, once per process (every unit of a plan reads the same input)."""
     source = (cfg.generation_type, cfg.input_file, cfg.input_dir)
     if source not in _DIGESTS:
-        _DIGESTS[source] = input_digest(cfg)
+        _DIGESTS[source] = task_class(cfg.generation_type).input_digest(cfg)
     return _DIGESTS[source]
 
 
@@ -231,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         from pipeline_kit.inference.units import expand
 
-        for unit in expand(parse_overrides(list(sys.argv[1:] if argv is None else argv))):
+        for unit in expand(parse_generate_config(list(sys.argv[1:] if argv is None else argv))):
             tally = run(unit)
             if tally is not None:
                 failed[unit.output_file] = tally

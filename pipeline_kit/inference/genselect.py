@@ -7,9 +7,10 @@ from __future__ import annotations
 from pipeline_kit.errors import UserError
 from pipeline_kit.inference.config import GenerateConfig
 from pipeline_kit.inference.prompts import PromptConfig, load_prompt_config
+from pipeline_kit.inference.tasks import prompt_fields
 from pipeline_kit.inference.unit_files import chunk_of
 from pipeline_kit.selection.genselect import Reply, Solution, select
-from pipeline_kit.selection.genselect_runs import read_problems
+from pipeline_kit.selection.genselect_runs import read_problems, runs_digest
 
 
 def solution_text(record: dict) -> str:
@@ -26,6 +27,31 @@ def prompt_messages(prompt: PromptConfig, solutions: list[Solution]) -> list[dic
 
 
 class GenSelectTask:
+    """One tournament per problem of the runs in ++input_dir (their records less grading's fields are its input)."""
+
+    input_key = "input_dir"
+    prompt_key = "genselect.prompt_config"
+
+    @staticmethod
+    def check_inputs(cfg: GenerateConfig) -> None:
+        if cfg.input_dir is None:
+            raise UserError(
+                "generation: ++generation_type=genselect needs ++input_dir (the folder of output-rs*.jsonl)."
+            )
+        if cfg.genselect.window < 2:
+            raise UserError(f"++genselect.window={cfg.genselect.window}: a window compares at least 2 solutions.")
+
+    @staticmethod
+    def input_digest(cfg: GenerateConfig) -> str:
+        return runs_digest(cfg.input_dir)
+
+    @staticmethod
+    def done_key_fields(cfg: GenerateConfig) -> dict[str, object]:
+        return {
+            **prompt_fields("genselect.prompt_config", cfg.genselect.prompt_config),
+            "genselect.window": cfg.genselect.window,
+        }
+
     @staticmethod
     async def open_model(cfg: GenerateConfig, key: str | None):
         from pipeline_kit.inference.generate import GenerationModel

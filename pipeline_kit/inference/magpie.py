@@ -9,6 +9,7 @@ import hashlib
 
 from pipeline_kit.errors import UserError
 from pipeline_kit.inference.config import GenerateConfig
+from pipeline_kit.inference.tasks import check_input_file, input_file_digest
 
 SYSTEM_FIELD = "system"
 PROBLEM_FIELD = "problem"
@@ -51,7 +52,18 @@ class MagpieModel:
 
 
 class MagpieTask:
+    """Problem writing: the model's own user query per input row; its prompt is the chat template (in the key as
+    server.chat_template / server.model), so no prompt config is read."""
+
+    input_key = "input_file"
+    prompt_key = None
+    check_inputs = staticmethod(check_input_file)
+    input_digest = staticmethod(input_file_digest)
     open_model = staticmethod(MagpieModel.open)
+
+    @staticmethod
+    def done_key_fields(cfg: GenerateConfig) -> dict[str, object]:
+        return {}
 
     def __init__(self, cfg: GenerateConfig):
         from pipeline_kit.inference import unit_files

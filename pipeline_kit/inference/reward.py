@@ -12,6 +12,7 @@ from pipeline_kit.errors import UserError
 from pipeline_kit.inference.config import GenerateConfig
 from pipeline_kit.inference.prompts import PromptConfig
 from pipeline_kit.inference.refusals import is_transient, refusal, server_message
+from pipeline_kit.inference.tasks import check_input_file, input_file_digest, prompt_fields
 from pipeline_kit.server_wait import ServerError, log_tail
 
 SCORE_FIELD = "reward_model_score"
@@ -86,6 +87,15 @@ class Score:
 
 class RewardTask:
     """Reward scoring as a generation type: each row with its `reward_model_score` (rows checked before any request)."""
+
+    input_key = "input_file"
+    prompt_key = "prompt_config"
+    check_inputs = staticmethod(check_input_file)
+    input_digest = staticmethod(input_file_digest)
+
+    @staticmethod
+    def done_key_fields(cfg: GenerateConfig) -> dict[str, object]:
+        return prompt_fields("prompt_config", cfg.prompt_config)
 
     def __init__(self, cfg: GenerateConfig):
         from pipeline_kit.inference import unit_files

@@ -195,7 +195,7 @@ def _packed_jobs(
     """All units of all benchmarks spread over `num_jobs` jobs (an array when several), each running its share of
     every benchmark with one server."""
     from pipeline_kit.components.client import ClientCommand
-    from pipeline_kit.inference.config import override_value
+    from pipeline_kit.overrides import override_value
 
     todo = [(i, unit) for i, plan in enumerate(plans) for unit in plan.todo]
     if not todo:

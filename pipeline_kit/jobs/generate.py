@@ -13,6 +13,7 @@ from pipeline_kit.components.sandbox import SandboxSpec
 from pipeline_kit.errors import UserError
 from pipeline_kit.inference.units import Unit, plan_units, split_units
 from pipeline_kit.jobs.options import JobOptions, JobPlan, chain
+from pipeline_kit.overrides import override_key, override_value, take_override
 from pipeline_kit.pipeline.model import AUTO_PORT, Command, CommandGroup, HardwareConfig, Job
 from pipeline_kit.servers.base import ServerSpec
 
@@ -44,7 +45,6 @@ class GenerateSpec:
     genselect: bool = False
 
     def __post_init__(self) -> None:
-        from pipeline_kit.inference.config import take_override
 
         given, self.overrides = take_override(self.overrides, "input_dir")
         self.input_dir = given if given is not None else self.input_dir
@@ -77,10 +77,10 @@ class UnitPlan:
 def plan_generation(cluster: ClusterConfig, spec: GenerateSpec, input_final: bool = True) -> UnitPlan:
     """`input_final=False`: an earlier stage of the same run still writes the input, so no unit is taken as done
     here (the job checks the .done keys when it starts)."""
-    from pipeline_kit.inference.config import check_overrides, override_value
+    from pipeline_kit.inference.config import check_generate_overrides
 
     spec.server.validate()
-    check_overrides(spec.overrides)  # a typo stops here, before anything is queued
+    check_generate_overrides(spec.overrides)  # a typo stops here, before anything is queued
     _check_prompt_config(cluster, spec)
     units = plan_units(spec.seeds, spec.num_chunks, spec.chunk_ids)
     flag, given = ("++input_dir", spec.input_dir) if spec.input_dir is not None else ("--input_file", spec.input_file)
@@ -88,7 +88,7 @@ def plan_generation(cluster: ClusterConfig, spec: GenerateSpec, input_final: boo
     own = [f"++{flag.lstrip('-+')}={override_value(input_path)}", f"++output_dir={override_value(output_dir)}"]
     own += [f"++num_chunks={spec.num_chunks}"] if spec.num_chunks is not None else []
     own += [f"++server.server_type={override_value(spec.server.server_type)}"]
-    typed = any(a.lstrip("+").startswith("generation_type=") for a in spec.overrides)
+    typed = any(override_key(a) == "generation_type" for a in spec.overrides)
     if spec.input_dir is not None or typed:
         _script_config(spec, own)  # checked whole: ++generation_type goes with its input (++input_dir for GenSelect)
     if spec.input_dir is None and not typed and input_final and os.path.isfile(input_path):
@@ -110,7 +110,7 @@ def plan_generation(cluster: ClusterConfig, spec: GenerateSpec, input_final: boo
 def _check_output_key(spec: GenerateSpec, input_path: str) -> None:
     """An input whose first record already holds `generation` needs ++generation_key (see inference.generate's
     output_key), said now rather than when the job starts."""
-    from pipeline_kit.inference.config import GenerateConfig, take_override
+    from pipeline_kit.inference.config import GenerateConfig
     from pipeline_kit.inference.generate import output_key
 
     key, _ = take_override(spec.overrides, "generation_key")
@@ -128,25 +128,36 @@ def _check_prompt_config(cluster: ClusterConfig, spec: GenerateSpec) -> None:
     """Load the prompt config the job will load (its few-shot examples checked with it), so that a bad one stops
     here: a shipped name, or a file this machine has (on none it must be here; elsewhere a path that is not here
     may be the cluster's, and the job checks it)."""
-    from pipeline_kit.inference.config import GenerateConfig, GenSelectConfig, take_override
+    from pipeline_kit.inference.config import GenerateConfig
     from pipeline_kit.inference.prompts import PROMPTS_DIR, load_prompt_config
+    from pipeline_kit.inference.tasks import config_value
 
-    generation_type, _ = take_override(spec.overrides, "generation_type")
-    if generation_type == "magpie":  # writes problems from the chat template alone
+    task = _task(spec)
+    if task.prompt_key is None:  # e.g. Magpie: it writes problems from the chat template alone
         return
-    genselect = generation_type == "genselect"
-    name, _ = take_override(spec.overrides, "genselect.prompt_config" if genselect else "prompt_config")
-    name = name or (GenSelectConfig.prompt_config if genselect else GenerateConfig.prompt_config)
+    name, _ = take_override(spec.overrides, task.prompt_key)
+    name = name or str(config_value(GenerateConfig(), task.prompt_key))
     if cluster.executor == "none" or os.path.isfile(name) or (PROMPTS_DIR / f"{name}.yaml").is_file():
         load_prompt_config(name)
 
 
+def _task(spec: GenerateSpec):
+    """The class of the spec's ++generation_type (tasks.GenerationTask): what its units read and are keyed by."""
+    from pipeline_kit.inference.config import GenerateConfig
+    from pipeline_kit.inference.registry import task_class
+
+    generation_type, _ = take_override(spec.overrides, "generation_type")
+    return task_class(generation_type or GenerateConfig.generation_type)
+
+
 def _script_config(spec: GenerateSpec, own: list[str]):
     """The generation script's config as the job will see it (the server's address is only known there)."""
-    from pipeline_kit.inference.config import override_value, parse_overrides
+    from pipeline_kit.inference.config import parse_generate_config
 
     placeholder = f"++server.base_url={override_value(spec.server.address or 'http://resolved-in-the-job/v1')}"
-    return parse_overrides([*own, placeholder, f"++server.model={override_value(spec.server.name)}", *spec.overrides])
+    return parse_generate_config(
+        [*own, placeholder, f"++server.model={override_value(spec.server.name)}", *spec.overrides]
+    )
 
 
 def _script_key(spec: GenerateSpec, own: list[str]) -> dict[str, object]:
@@ -154,7 +165,8 @@ def _script_key(spec: GenerateSpec, own: list[str]) -> dict[str, object]:
     from pipeline_kit.inference import done_key
 
     cfg = _script_config(spec, own)
-    return done_key.key_fields(cfg, done_key.input_digest(cfg))
+    task = _task(spec)
+    return done_key.key_fields(cfg, task, task.input_digest(cfg))
 
 
 def _finished(unit: Unit, key: dict[str, object], output_dir: str) -> bool:
@@ -211,7 +223,6 @@ def genselect_spec(spec: GenerateSpec) -> GenerateSpec:
 
 def _unit_jobs(cluster: ClusterConfig, spec: GenerateSpec, options: JobOptions, plan: UnitPlan) -> list[Job]:
     from pipeline_kit.components.client import ClientCommand
-    from pipeline_kit.inference.config import override_value
 
     io = {"inputs": [plan.input_file, *model_inputs(spec.server)], "outputs": [plan.output_dir]}
     if not plan.todo:

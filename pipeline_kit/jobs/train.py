@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pipeline_kit.cluster import ClusterConfig
 from pipeline_kit.errors import UserError
 from pipeline_kit.jobs.options import JobOptions, JobPlan, chain
+from pipeline_kit.overrides import override_key, override_text
 from pipeline_kit.pipeline.model import AUTO_PORT, Command, CommandGroup, Endpoint, HardwareConfig, Job
 from pipeline_kit.servers.base import HEAD_HOST
 
@@ -66,7 +67,7 @@ class TrainSpec:
         if self.vllm_gpus and self.backend == "nemo_rl":
             raise UserError("--vllm_server_gpus is for --backend=trl; NeMo-RL generates with vLLM on its own GPUs.")
         for arg in self.overrides:
-            key = arg.removeprefix("++").removeprefix("+").split("=", 1)[0]
+            key = override_key(arg)
             if key in _OWN_KEYS:
                 raise UserError(f"++{key} is set by kit; use {_OWN_KEYS[key]} instead.")
 
@@ -105,7 +106,6 @@ class TrainCommand:
 
 def train_jobs(cluster: ClusterConfig, spec: TrainSpec, options: JobOptions) -> list[Job]:
     """The training job (and its --dependent_jobs copies, each resuming where the previous one saved)."""
-    from pipeline_kit.inference.config import override_text
     from pipeline_kit.training.config import check_train_overrides, parse_train_overrides
 
     model, data, output_dir = (_job_path(cluster, f, p) for f, p in (

@@ -4,22 +4,15 @@ flag as the jobs will see it."""
 from __future__ import annotations
 
 import os
-import shlex
 
 from pipeline_kit.cluster import ClusterConfig
 from pipeline_kit.errors import UserError
+from pipeline_kit.overrides import split_overrides
 
 
 def split_args(flag: str, text: str) -> tuple[str, ...]:
-    """A recipe's '++key=value ...' flag as overrides; anything else is an error naming the flag."""
-    try:
-        args = shlex.split(text)
-    except ValueError as e:
-        raise UserError(f"{flag}: cannot split {text!r} ({e}); quote it like '++key=value ++other=2'.") from None
-    for a in args:
-        if not a.startswith("++") or "=" not in a:
-            raise UserError(f"{flag}: '{a}' is not ++key=value; write e.g. {flag}='++num_epochs=2'.")
-    return tuple(args)
+    """A recipe's '++key=value ...' flag as overrides (pipeline_kit.overrides, the one grammar)."""
+    return split_overrides(flag, text)
 
 
 def required(flag: str, value: str | None, why: str) -> str:

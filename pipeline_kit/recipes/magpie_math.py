@@ -76,8 +76,8 @@ def check(p: Params) -> None:
 
 
 def stages(cluster: ClusterConfig, p: Params) -> list[Stage]:
-    from pipeline_kit.inference.config import override_text
     from pipeline_kit.jobs import GenerateSpec, RunCmdSpec
+    from pipeline_kit.overrides import override_text
     from pipeline_kit.recipes.magpie_data import check_domains
     from pipeline_kit.servers.base import ServerSpec
 

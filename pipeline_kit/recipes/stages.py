@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field, is_dataclass, replace
 from pathlib import Path
 
 from pipeline_kit.cluster import ClusterConfig
+from pipeline_kit.content_digest import path_digest
 from pipeline_kit.errors import UserError
 from pipeline_kit.jobs.options import JobOptions
 from pipeline_kit.pipeline.model import Command, CommandGroup, Job
@@ -55,16 +56,9 @@ def spec_fields(spec: object) -> dict[str, object]:
 
 
 def input_digest(path: str) -> str:
-    """A file's (or a folder's file list and sizes') content hash; '-' when it is not visible here."""
-    from pipeline_kit.inference.done_key import file_digest
-
-    p = Path(path)
-    if p.is_file():
-        return file_digest(p)
-    if p.is_dir():
-        listing = sorted(f"{f.relative_to(p)}:{f.stat().st_size}" for f in p.rglob("*") if f.is_file())
-        return hashlib.sha256("\n".join(listing).encode()).hexdigest()[:16]
-    return "-"
+    """A file's or a folder's content digest (pipeline_kit.content_digest, the one the .done keys use: a model folder
+    rewritten in place is a new key); '-' when it is not visible here (a path where the jobs run)."""
+    return path_digest(path, "stage input ") or "-"
 
 
 def stage_key(recipe: str, stage: Stage, upstream: str) -> str:

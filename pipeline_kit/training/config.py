@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipeline_kit.errors import UserError
-from pipeline_kit.inference.config import MISSING
+from pipeline_kit.overrides import MISSING, check_overrides, parse_overrides
 
 ALGORITHMS = ("sft", "grpo")
 # the fields each algorithm needs in every training record (kit prepare_sft_data / prepare_rl_data write them)
@@ -79,9 +79,7 @@ class TrainConfig:
 
 
 def parse_train_overrides(args: list[str], complete: bool = True) -> TrainConfig | None:
-    from pipeline_kit.inference.config import parse_overrides
-
-    cfg = parse_overrides(args, "training", complete=complete, schema=TrainConfig)
+    cfg = parse_overrides(args, TrainConfig, "training", complete=complete)
     if cfg is not None:
         check_config(cfg)
     return cfg
@@ -89,9 +87,7 @@ def parse_train_overrides(args: list[str], complete: bool = True) -> TrainConfig
 
 def check_train_overrides(args: list[str] | tuple[str, ...]) -> None:
     """The check at submission (no hydra in the common case): every key exists and each value fits its type."""
-    from pipeline_kit.inference.config import check_overrides
-
-    check_overrides(args, "training", schema=TrainConfig)
+    check_overrides(args, TrainConfig, "training")
 
 
 def check_config(cfg: TrainConfig) -> None:
