@@ -1,0 +1,126 @@
+"""GRPO's reward is the grader's verdict: known completions (right, wrong, no answer, equivalent forms) scored by the
+reward function exactly as TRL's GRPOTrainer calls it, against `kit grade --extract=auto` on the same completions and
+against verdicts other projects wrote (tests/data/grader_cases), plus the format reward (`boxed`)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pipeline_kit.training.config import RewardConfig
+from pipeline_kit.training.rewards import GraderReward
+
+CASES = Path(__file__).parent / "data" / "grader_cases"
+CFG = RewardConfig(workers=0)  # grade in this process: the verdicts are the same, the test faster
+CORRECT, INCORRECT, BOXED = CFG.correct, CFG.incorrect, CFG.boxed
+
+# (completion, expected answer, correct?, boxed?): each verdict is what a grader of the field gives
+KNOWN = [
+    (r"Half of it: $\boxed{\frac{1}{2}}$.", "0.5", True, True),  # equivalent forms
+    (r"So $x = \boxed{0.5}$", r"\frac{1}{2}", True, True),
+    (r"The answer is \boxed{\dfrac12}", "1/2", True, True),
+    (r"2+2 is \boxed{5}.", "4", False, True),  # wrong
+    ("I cannot solve this.", "4", False, False),  # no answer
+    ("2 + 2 = 4, so the answer is 4.", "4", True, False),  # right, not boxed: correct without the format bonus
+    (r"\boxed{4", "4", False, False),  # a box left open (cut off): no answer
+    (r"The roots are $\boxed{3, -2}$", "3,-2", True, True),
+    (r"\boxed{10\%}", "0.1", True, True),
+    (r"Final: \boxed{x^2+2x+1}", "(x+1)^2", True, True),
+]
+
+
+def grpo_call(reward: GraderReward, completions: list, expected: list[str]) -> tuple[list[float], dict]:
+    """Call the reward the way TRL's GRPOTrainer does: prompts, completions, completion_ids and every dataset
+    column but the prompt as keyword lists, plus the trainer state and a metric logger."""
+    logged: dict = {}
+    rewards = reward(
+        prompts=[[{"role": "user", "content": "?"}]] * len(completions),
+        completions=completions,
+        completion_ids=[[0]] * len(completions),
+        expected_answer=expected,
+        problem=["?"] * len(completions),
+        trainer_state=None,
+        log_metric=lambda name, value: logged.__setitem__(name, value),
+    )
+    return rewards, logged
+
+
+def expected_reward(correct: bool, boxed: bool) -> float:
+    return (CORRECT if correct else INCORRECT) + (BOXED if boxed else 0.0)
+
+
+def grade_with_kit(tmp_path, completions: list[str], expected: list[str]) -> list[bool]:
+    """The grader's verdicts as `kit grade --extract=auto` writes them (the reward extracts the same way)."""
+    path = tmp_path / "completions.jsonl"
+    path.write_text(
+        "".join(
+            json.dumps({"generation": c, "expected_answer": e}) + "\n"
+            for c, e in zip(completions, expected, strict=True)
+        )
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "pipeline_kit.grading.grade", str(path), "--extract", "auto", "--workers", "0"],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return [json.loads(line)["symbolic_correct"] for line in path.read_text().splitlines()]
+
+
+def test_known_completions_get_the_graders_verdict(tmp_path):
+    texts = [c for c, *_ in KNOWN]
+    expected = [e for _, e, *_ in KNOWN]
+    rewards, logged = grpo_call(GraderReward(CFG), texts, expected)
+    assert rewards == [expected_reward(ok, boxed) for _, _, ok, boxed in KNOWN]
+    # the same completions through kit grade: the reward's verdict is the grader's
+    verdicts = grade_with_kit(tmp_path, texts, expected)
+    assert [r - (BOXED if b else 0.0) == CORRECT for r, (*_, b) in zip(rewards, KNOWN, strict=True)] == verdicts
+    assert logged["accuracy"] == pytest.approx(sum(ok for _, _, ok, _ in KNOWN) / len(KNOWN))
+    assert logged["boxed_rate"] == pytest.approx(sum(b for *_, b in KNOWN) / len(KNOWN))
+
+
+def test_conversational_completions_are_graded_like_text():
+    """With a chat dataset TRL hands over each completion as a list of messages: the assistant's content is graded."""
+    texts = [c for c, *_ in KNOWN]
+    expected = [e for _, e, *_ in KNOWN]
+    messages = [[{"role": "assistant", "content": t}] for t in texts]
+    assert grpo_call(GraderReward(CFG), messages, expected)[0] == grpo_call(GraderReward(CFG), texts, expected)[0]
+
+
+def test_reward_weights_come_from_the_config():
+    cfg = RewardConfig(correct=2.0, incorrect=0.0, boxed=0.0, workers=0)
+    rewards, _ = grpo_call(GraderReward(cfg), [r"\boxed{4}", r"\boxed{5}", "no idea"], ["4", "4", "4"])
+    assert rewards == [2.0, 0.0, 0.0]
+
+
+def contract_cases() -> list[dict]:
+    """Equivalence cases other projects assert (NeMo-Skills' and Qwen2.5-Math's tests, evaluator rules) whose
+    prediction is a plain answer that a box can hold as is (no braces, no trailing backslash)."""
+    cases = []
+    for name in ("nemo_skills.jsonl", "evaluator_rules.jsonl"):
+        for line in (CASES / name).read_text().splitlines():
+            case = json.loads(line)
+            options = case.get("options") or {}
+            if set(options) - {"symmetric"} or "{" in case["pred"] or "\\boxed" in case["pred"] or not case["pred"]:
+                continue
+            if case["pred"].endswith("\\"):  # `\boxed{185\}`: the backslash would escape the box's brace
+                continue
+            cases.append(case)
+    return cases
+
+
+def test_contract_cases_reward_as_their_authors_grade_them():
+    cases = contract_cases()
+    assert len(cases) >= 40, len(cases)
+    completions = [f"Therefore the final answer is $\\boxed{{{c['pred']}}}$." for c in cases]
+    rewards, _ = grpo_call(GraderReward(CFG), completions, [c["gold"] for c in cases])
+    wrong = [
+        (c["pred"], c["gold"], c["equivalent"], r)
+        for c, r in zip(cases, rewards, strict=True)
+        if r != expected_reward(c["equivalent"], True)
+    ]
+    assert not wrong, wrong
