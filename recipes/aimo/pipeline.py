@@ -1,6 +1,8 @@
-"""The AIMO recipe: CoT SFT → TIR SFT → GRPO → eval, each stage starting from the model the one before it made.
-Output layout under --output_dir: cot_sft/, tir_sft/, grpo/ (each a training folder with final/) and eval/
-(eval-results/<benchmark>/ and metrics.json); every stage folder holds its `.stage.done` key."""
+"""AIMO: CoT SFT → TIR SFT → GRPO → eval, each stage skipped when done with the same settings.
+
+Each stage starts from the model the one before it made. Under --output_dir: cot_sft/, tir_sft/, grpo/ (each a
+training folder with final/) and eval/ (eval-results/<benchmark>/ and metrics.json); every stage folder holds its
+`.stage.done` key. README.md beside this file says what each stage does."""
 
 from __future__ import annotations
 
