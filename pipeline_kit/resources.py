@@ -1,15 +1,23 @@
-"""The data folders that ship with kit (prompt configs, example cluster configs, the datasets registry).
+"""The data folders that ship with kit (prompt configs, example cluster configs, the datasets registry, the recipes).
 
-Their source of truth is the repo's top level (`prompts/`, `cluster_configs/`, `datasets_registry/`). A wheel
-(setup.py's build_py) and the packed code of an installed kit (launch/packaging.py) carry copies inside the
-package, `pipeline_kit/<name>/`; an editable install or a source checkout reads the top-level folders."""
+Their source of truth is the repo's top level (`prompts/`, `cluster_configs/`, `datasets_registry/`, `recipes/`). A
+wheel (setup.py's build_py) and the packed code of an installed kit (launch/packaging.py) carry copies inside the
+package, `pipeline_kit/<in-package name>/`; an editable install or a source checkout reads the top-level folders."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parent
-RESOURCE_NAMES = ("prompts", "cluster_configs", "datasets_registry")
+# top-level name -> its copy's name inside the package (the recipes' copy must not land on pipeline_kit/recipes/,
+# the recipe machinery's package)
+IN_PACKAGE = {
+    "prompts": "prompts",
+    "cluster_configs": "cluster_configs",
+    "datasets_registry": "datasets_registry",
+    "recipes": "bundled_recipes",
+}
+RESOURCE_NAMES = tuple(IN_PACKAGE)
 
 
 def resource_dir(name: str) -> Path:
@@ -18,7 +26,7 @@ def resource_dir(name: str) -> Path:
     that this install does not have)."""
     if name not in RESOURCE_NAMES:
         raise ValueError(f"unknown resource folder {name!r}; known: {', '.join(RESOURCE_NAMES)}")
-    own = PACKAGE_DIR / name
+    own = PACKAGE_DIR / IN_PACKAGE[name]
     if own.is_dir():
         return own
     checkout = PACKAGE_DIR.parent

@@ -78,6 +78,11 @@ def test_packed_code_of_an_installed_kit_has_the_resource_folders(tmp_path, not_
         p.name for p in resources.resource_dir("cluster_configs").glob("*.yaml")
     )
     assert not list(packed.rglob("__pycache__"))
+    # the recipes go beside the recipe machinery's package, not into it
+    assert (packed / "bundled_recipes" / "aimo" / "pipeline.py").is_file() and (
+        packed / "recipes" / "stages.py"
+    ).is_file()
+    assert not (packed / "recipes" / "aimo").exists()
     again = packaging.package_code(cluster_at(tmp_path), str(cwd), allow_uncommitted=False, reuse_code=True)
     assert again.reused and again.local_dir == code.local_dir
 

@@ -1,6 +1,6 @@
-"""The wheel: built from this checkout, installed into a fresh venv outside the repo, it carries the prompts and the
-cluster config examples as regular files, and `kit` works from there (a dry run, and a job that runs in the
-packed code folder and finds the prompts and code tags there)."""
+"""The wheel: built from this checkout, installed into a fresh venv outside the repo, it carries the prompts, the
+cluster config examples and the recipes as regular files, and `kit` works from there (a dry run, a recipe's dry run,
+and a job that runs in the packed code folder and finds the prompts and code tags there)."""
 
 from __future__ import annotations
 
@@ -128,6 +128,18 @@ def test_wheel_installed_outside_the_repo_has_prompts_and_configs(tmp_path):
         env=env,
     )
     assert "generic/math" in res.stdout + res.stderr
+
+    # the recipes ship as pipeline_kit/bundled_recipes (pipeline_kit/recipes is the recipe machinery's package), and
+    # `kit run_recipe NAME` finds them there
+    for rel in ("aimo/pipeline.py", "metamath/pipeline.py", "magpie_math/pipeline.py", "quickstart/run.sh"):
+        assert (installed / "bundled_recipes" / rel).is_file(), rel
+    assert not (installed / "recipes" / "aimo").exists() and not (site / "recipes").exists()
+    res = run([kit, "run_recipe", "--help"], cwd=work, env=env)
+    assert all(name in res.stdout for name in ("aimo", "metamath", "magpie_math")), res.stdout
+    res = run([kit, "run_recipe", "metamath", "--dry_run", "--cluster=none", *server, "--input_file=in.jsonl",
+               "--output_dir=mm"], cwd=work, env=env)  # fmt: skip
+    assert "metamath: stage prepare: run (not done yet)" in res.stderr, res.stderr
+    assert "pipeline_kit.recipes.metamath_data prepare" in res.stdout, res.stdout
 
     # A job runs in the packed code folder, where the packed pipeline_kit must carry the prompts and code tags.
     job = (

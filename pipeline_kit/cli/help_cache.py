@@ -14,22 +14,44 @@ _CLI_DIR = Path(__file__).resolve().parent
 _SOURCE_DIRS = (_CLI_DIR, _CLI_DIR.parent / "recipes")
 
 
+def _source_files() -> list[os.DirEntry | Path]:
+    """The CLI's modules, the recipe machinery's and the bundled recipes' pipeline files (their flags are in the
+    help)."""
+    from pipeline_kit.recipes import RECIPES
+    from pipeline_kit.resources import resource_dir
+
+    files: list[os.DirEntry | Path] = []
+    for folder in _SOURCE_DIRS:
+        files += sorted((e for e in os.scandir(folder) if e.name.endswith(".py")), key=lambda e: e.name)
+    recipes = resource_dir("recipes")
+    return files + [recipes / rel for rel in RECIPES.values()]
+
+
+def cacheable(argv: list[str]) -> bool:
+    """Not a user's own recipe (`kit run_recipe path/to/pipeline.py --help`): its file is not among the sources."""
+    from pipeline_kit.recipes import is_user_recipe
+
+    return not (len(argv) > 1 and argv[0] == "run_recipe" and is_user_recipe(argv[1]))
+
+
 def kit_home() -> Path:
     return Path(os.environ.get("KIT_HOME") or Path.home() / ".kit")
 
 
 def _path(argv: list[str]) -> Path:
     h = hashlib.sha1("\0".join(argv).encode())
-    for folder in _SOURCE_DIRS:  # the CLI's modules and the recipes' (their flags are in the help)
-        for entry in sorted(os.scandir(folder), key=lambda e: e.name):
-            if not entry.name.endswith(".py"):
-                continue
+    for entry in _source_files():
+        try:
             st = entry.stat()
-            h.update(f"{entry.name}:{st.st_size}:{st.st_mtime_ns}".encode())
+        except OSError:
+            continue  # a bundled recipe this install lacks: `kit run_recipe` says so
+        h.update(f"{entry.name}:{st.st_size}:{st.st_mtime_ns}".encode())
     return kit_home() / "cache" / "help" / f"{h.hexdigest()}.txt"
 
 
 def read(argv: list[str]) -> str | None:
+    if not cacheable(argv):
+        return None
     try:
         return _path(argv).read_text()
     except OSError:
@@ -42,7 +64,7 @@ def render_and_store(argv: list[str], render: Callable[[], object]) -> int:
         result = render()
     text = buf.getvalue()
     print(text, end="")
-    if result in (None, 0) and text:
+    if result in (None, 0) and text and cacheable(argv):
         path = _path(argv)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)

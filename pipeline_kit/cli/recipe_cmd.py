@@ -1,12 +1,15 @@
-"""`kit run_recipe NAME`: one subcommand per recipe (its own flags plus the shared job flags). The recipe's stages
-are planned against their `.stage.done` keys; only the stages that are not done run, as one Pipeline."""
+"""`kit run_recipe NAME`: one subcommand per recipe in RECIPES (its own flags plus the shared job flags), and a user's
+own recipe as `kit run_recipe path/to/pipeline.py` or `kit run_recipe my_pkg.my_module`. The recipe's stages are
+planned against their `.stage.done` keys; only the stages that are not done run, as one Pipeline."""
 
 from __future__ import annotations
 
 import typer
+from typer.core import TyperGroup
 
 from pipeline_kit.cli.job_flags import JobFlags, cluster_from, job_command, run_jobs
-from pipeline_kit.recipes.registry import RECIPES, Recipe
+from pipeline_kit.recipes import RECIPES
+from pipeline_kit.recipes.registry import Recipe, load_recipe
 
 
 def run_recipe(flags: JobFlags, recipe: Recipe, params) -> int:
@@ -14,7 +17,7 @@ def run_recipe(flags: JobFlags, recipe: Recipe, params) -> int:
 
     cluster = cluster_from(flags.cluster, flags.config_dir)
     options = flags.options(recipe.name)
-    plans = st.plan_stages(recipe.name, recipe.load().stages(cluster, params))
+    plans = st.plan_stages(recipe.name, recipe.module.stages(cluster, params))
     jobs = st.recipe_jobs(cluster, plans, options)  # built (and so checked) before any folder is touched
     typer.echo(st.summary(recipe.name, plans), err=True)
     if not jobs:
@@ -29,19 +32,37 @@ def run_recipe(flags: JobFlags, recipe: Recipe, params) -> int:
     return run_jobs(flags, cluster, options.expname, jobs)
 
 
-def _register_one(group: typer.Typer, recipe: Recipe) -> None:
-    params_cls = recipe.load().Params
+def _register_one(group: typer.Typer, command_name: str, recipe: Recipe) -> None:
+    params_cls = recipe.module.Params
 
     def command(flags: JobFlags, params: params_cls) -> int:  # type: ignore[valid-type]
         raise typer.Exit(run_recipe(flags, recipe, params))
 
     command.__annotations__ = {"flags": JobFlags, "params": params_cls, "return": int}
-    job_command(group, recipe.name, help=recipe.help)(command)
+    job_command(group, command_name, help=recipe.help)(command)
+
+
+class RecipeGroup(TyperGroup):
+    """The bundled recipes as subcommands; any other NAME is a user's recipe (a file or module, loaded by import),
+    or an unknown name (one line naming the close ones)."""
+
+    def get_command(self, ctx, cmd_name: str):
+        found = super().get_command(ctx, cmd_name)
+        if found is not None:
+            return found
+        recipe = load_recipe(cmd_name)  # an unknown name raises UserError with suggestions
+        single = typer.Typer(add_completion=False)
+        _register_one(single, cmd_name, recipe)
+        return typer.main.get_command(single)
 
 
 def register(app: typer.Typer) -> None:
-    group = typer.Typer(help="Run a recipe: a multi-stage pipeline whose finished stages are skipped.",
-                        no_args_is_help=True)  # fmt: skip
-    for recipe in RECIPES.values():
-        _register_one(group, recipe)
+    group = typer.Typer(
+        cls=RecipeGroup,
+        help="Run a recipe: a multi-stage pipeline whose finished stages are skipped. NAME is a bundled recipe "
+        "(below), or your own: a pipeline file (path/to/pipeline.py) or module (my_pkg.my_module).",
+        no_args_is_help=True,
+    )
+    for name in RECIPES:
+        _register_one(group, name, load_recipe(name))
     app.add_typer(group, name="run_recipe")

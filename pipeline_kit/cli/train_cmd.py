@@ -24,7 +24,11 @@ class TrainFlags:
     ] = None
     backend: Annotated[
         str,
-        Opt("--backend", help="trl (runs anywhere, CPU too) | nemo_rl (in its container; ++strategy=fsdp|megatron)."),
+        Opt(
+            "--backend",
+            help="trl (runs anywhere, CPU too) | nemo_rl (in its container; ++strategy=fsdp|megatron) | your own "
+            "module:Class (a pipeline_kit.training.backends.TrainingBackend).",
+        ),
     ] = "trl"
     num_gpus: Annotated[int, Opt("--num_gpus", help="GPUs per node (0: CPU).")] = 0
     num_nodes: Annotated[int, Opt("--num_nodes", help="Nodes (Slurm); torchrun spans them.")] = 1

@@ -1,13 +1,14 @@
-"""The jobs of `kit sft` / `kit grpo`: one trainer group (torchrun over GPUs and nodes), optionally beside a
-`trl vllm-serve` group for GRPO's generation (a het job on Slurm). On Slurm the job asks for SIGUSR1 before its
-time limit and the trainer saves on it; `--dependent_jobs` copies resume from the newest complete checkpoint."""
+"""The jobs of `kit sft` / `kit grpo`: one trainer group, whose command the backend makes (training/__init__.py's
+BACKENDS: TRL's torchrun over GPUs and nodes, NeMo-RL's job in its container, or a user's module:Class), optionally
+beside a `trl vllm-serve` group for GRPO's generation (a het job on Slurm). Before the Slurm time limit the trainer
+saves (on SIGUSR1, or by its own clock); `--dependent_jobs` copies resume from the newest complete checkpoint."""
 
 from __future__ import annotations
 
 import os
 import shlex
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pipeline_kit.cluster import ClusterConfig
 from pipeline_kit.errors import UserError
@@ -15,19 +16,18 @@ from pipeline_kit.jobs.options import JobOptions, JobPlan, chain
 from pipeline_kit.overrides import override_key, override_text
 from pipeline_kit.pipeline.model import AUTO_PORT, Command, CommandGroup, Endpoint, HardwareConfig, Job
 from pipeline_kit.servers.base import HEAD_HOST
+from pipeline_kit.training.backends import TrainerLaunch, TrainingBackend, load_backend
+from pipeline_kit.training.trl_backend import TRAIN_PYTHON_VAR
 
-TRAIN_PYTHON_VAR = "KIT_TRAIN_PYTHON"  # a cluster config may point it at an env with the training extras
-TRAINER_KEY = "trainer"  # the cluster config's container for the TRL trainer (dockerfiles/Dockerfile.train)
 VLLM_NAME = "vllm_server"  # the `trl vllm-serve` command GRPO generates with
-BACKENDS = ("trl", "nemo_rl")
-MASTER_PORT = 29500
 _OWN_KEYS = {"algorithm": "kit sft or kit grpo", "backend": "--backend", "model": "--model", "training_data": "--training_data",
              "output_dir": "--output_dir", "vllm_server": "--vllm_server_gpus"}  # fmt: skip
 
 
 @dataclass
 class TrainSpec:
-    """What to train. `algorithm`: sft | grpo; `backend`: trl (runs here and on GPUs) | nemo_rl; `num_gpus` per node;
+    """What to train. `algorithm`: sft | grpo; `backend`: trl (runs here and on GPUs) | nemo_rl | a user's
+    module:Class (training/backends.py); `num_gpus` per node;
     `save_before_timeout`: seconds before the Slurm time limit at which the job is signalled to save; `vllm_gpus`:
     GPUs of a `trl vllm-serve` group that generates GRPO's completions (0: the trainer generates itself);
     `overrides`: `++key=value` for the training script. Paths are this machine's on none, else the job's."""
@@ -40,7 +40,7 @@ class TrainSpec:
     num_gpus: int = 0
     num_nodes: int = 1
     container: str | None = None
-    save_before_timeout: int | None = None  # default: 120 s for trl; 900 s for nemo_rl (its start-up counts too)
+    save_before_timeout: int | None = None  # default: the backend's (120 s for trl; 900 s for nemo_rl)
     vllm_gpus: int = 0
     vllm_container: str | None = None
     overrides: tuple[str, ...] = ()
@@ -51,57 +51,44 @@ class TrainSpec:
                 raise UserError(f"{flag} is required.")
         if not self.output_dir:
             raise UserError("--output_dir is required: the folder for checkpoints and the final model.")
-        if self.backend not in BACKENDS:
-            raise UserError(f"--backend={self.backend} is not one of {', '.join(BACKENDS)}.")
+        backend = load_backend(self.backend)  # an unknown name fails here, naming the known ones
         if self.num_gpus < 0 or self.num_nodes < 1 or self.vllm_gpus < 0:
             raise UserError(
                 f"--num_gpus={self.num_gpus} --num_nodes={self.num_nodes} --vllm_server_gpus={self.vllm_gpus}: use "
                 "0 or more GPUs and 1 or more nodes."
             )
         if self.save_before_timeout is None:
-            self.save_before_timeout = 900 if self.backend == "nemo_rl" else 120
+            self.save_before_timeout = backend.save_before_timeout
         if self.save_before_timeout < 1:
             raise UserError(f"--save_before_timeout={self.save_before_timeout}: give seconds, at least 1.")
         if self.vllm_gpus and self.algorithm != "grpo":
             raise UserError("--vllm_server_gpus is for kit grpo (it generates GRPO's completions); drop it.")
-        if self.vllm_gpus and self.backend == "nemo_rl":
-            raise UserError("--vllm_server_gpus is for --backend=trl; NeMo-RL generates with vLLM on its own GPUs.")
+        if self.vllm_gpus and not backend.serves_vllm:
+            raise UserError(
+                f"--vllm_server_gpus is for --backend=trl; {backend.title or backend.name} generates on its own GPUs."
+            )
         for arg in self.overrides:
             key = override_key(arg)
             if key in _OWN_KEYS:
                 raise UserError(f"++{key} is set by kit; use {_OWN_KEYS[key]} instead.")
 
     @property
-    def processes(self) -> int:
-        return max(self.num_gpus, 1) * self.num_nodes
+    def backend_impl(self) -> TrainingBackend:
+        return load_backend(self.backend)
 
 
 @dataclass(frozen=True)
 class TrainCommand:
-    """The trainer's command line, with the vLLM server's address from `refs` when GRPO generates through one."""
+    """The backend's trainer command, with the vLLM server's address from `refs` when GRPO generates through one."""
 
-    python: str
-    spec: TrainSpec
-    overrides: tuple[str, ...]
+    backend: TrainingBackend
+    launch: TrainerLaunch
 
     def __call__(self, refs: dict[str, Endpoint]) -> str:
-        args = [shlex.quote(a) for a in self.overrides]
+        launch = self.launch
         if VLLM_NAME in refs:
-            args.append(f'"++vllm_server=http://{refs[VLLM_NAME].address}"')
-        python = f'"${{{TRAIN_PYTHON_VAR}:-{self.python}}}"'
-        module = "pipeline_kit.training.trl_train"
-        spec = self.spec
-        if spec.processes == 1:
-            return f"{python} -m {module} {' '.join(args)}"
-        per_node = max(spec.num_gpus, 1)
-        if spec.num_nodes == 1:
-            launcher = f"--standalone --nnodes=1 --nproc_per_node={per_node}"
-        else:  # one torchrun per node; the head is the first node, found as a multi-node server finds its head
-            launcher = (
-                f'--nnodes={spec.num_nodes} --nproc_per_node={per_node} --node_rank="${{SLURM_NODEID:-0}}" '
-                f'--master_addr="{HEAD_HOST}" --master_port={MASTER_PORT}'
-            )
-        return f"{python} -m torch.distributed.run {launcher} -m {module} {' '.join(args)}"
+            launch = replace(launch, vllm_server=refs[VLLM_NAME].address)
+        return self.backend.command(launch)
 
 
 def train_jobs(cluster: ClusterConfig, spec: TrainSpec, options: JobOptions) -> list[Job]:
@@ -113,19 +100,21 @@ def train_jobs(cluster: ClusterConfig, spec: TrainSpec, options: JobOptions) -> 
     if spec.num_nodes > 1 and cluster.executor != "slurm":
         raise UserError(f"--num_nodes={spec.num_nodes} needs a Slurm cluster; executor '{cluster.executor}' runs one.")
     check_train_overrides(spec.overrides)  # a typo stops here, before anything is queued
-    own = [f"++algorithm={spec.algorithm}", f"++backend={spec.backend}", *(f"++{k}={override_text(v)}" for k, v in
-           (("model", model), ("training_data", data), ("output_dir", output_dir)))]  # fmt: skip
+    own = [f"++algorithm={spec.algorithm}", *(f"++{k}={override_text(v)}" for k, v in (("backend", spec.backend),
+           ("model", model), ("training_data", data), ("output_dir", output_dir)))]  # fmt: skip
     placeholder = ["++vllm_server=http://resolved-in-the-job:8000"] if spec.vllm_gpus else []
     cfg = parse_train_overrides([*own, *placeholder, *spec.overrides])  # rules between values (batch vs generations)
     _check_visible_inputs(cluster, cfg, options)
-    overrides = (*own, *spec.overrides)
-    if spec.backend == "nemo_rl":
-        from pipeline_kit.jobs.train_nemo_rl import nemo_rl_command
-
-        command = nemo_rl_command(cluster, spec, cfg, overrides, options)
-    else:
-        command = TrainCommand(cluster.kit_python, spec, overrides)
-
+    backend = spec.backend_impl
+    if cluster.executor != "none" and backend.needs_container and not spec.container:
+        example = f" (e.g. {backend.container_example})" if backend.container_example else ""
+        raise UserError(
+            f"--backend={spec.backend} runs in {backend.title or backend.name}'s container: add --container=<key>, a "
+            f"key under 'containers' in the cluster config{example}."
+        )
+    launch = TrainerLaunch(cfg, (*own, *spec.overrides), cluster.kit_python, spec.num_gpus, spec.num_nodes,
+                           HEAD_HOST, options.expname, save_by_seconds(cluster, spec, backend, options))  # fmt: skip
+    command = TrainCommand(backend, launch)
     container = trainer_container(cluster, spec)
 
     def plan(copy: int) -> list[JobPlan]:
@@ -146,7 +135,7 @@ def train_jobs(cluster: ClusterConfig, spec: TrainSpec, options: JobOptions) -> 
         # TRL saves on Slurm's early-warning signal; NeMo-RL saves by its own clock (checkpoint_must_save_by)
         signal = (
             {"signal": f"USR1@{spec.save_before_timeout}"}
-            if cluster.executor == "slurm" and spec.backend == "trl"
+            if cluster.executor == "slurm" and backend.saves_on_signal
             else {}
         )
         groups.insert(0, CommandGroup([trainer], hardware=HardwareConfig(sbatch_kwargs=signal), name="trainer"))
@@ -156,13 +145,29 @@ def train_jobs(cluster: ClusterConfig, spec: TrainSpec, options: JobOptions) -> 
 
 
 def trainer_container(cluster: ClusterConfig, spec: TrainSpec) -> str | None:
-    """--container; else, for the TRL backend, the cluster's 'trainer' container, else its 'kit' one, if defined."""
+    """--container; else the first of the backend's container keys that the cluster defines (TRL: 'trainer', then
+    'kit'); NeMo-RL's is named with --container (train_jobs checks it)."""
     if spec.container:
         cluster.container(spec.container)  # fails with the known keys when it is missing
         return spec.container
-    if spec.backend != "trl":
-        return None  # NeMo-RL names its container itself (--container, checked by nemo_rl_command)
-    return next((key for key in (TRAINER_KEY, "kit") if key in cluster.containers), None)
+    return next((key for key in spec.backend_impl.container_keys if key in cluster.containers), None)
+
+
+def save_by_seconds(cluster: ClusterConfig, spec: TrainSpec, backend: TrainingBackend, options: JobOptions):
+    """For a backend that saves by its own clock: seconds of training before it saves and stops, the Slurm time
+    limit less --save_before_timeout (None off Slurm, without a limit, or for a backend that saves on SIGUSR1)."""
+    from pipeline_kit.slurm_time import slurm_seconds
+
+    limit = cluster.time_limit(options.partition, options.time_min)
+    if backend.saves_on_signal or cluster.executor != "slurm" or not limit:
+        return None
+    seconds = slurm_seconds(limit) - spec.save_before_timeout
+    if seconds < 60:
+        raise UserError(
+            f"time limit {limit} less --save_before_timeout={spec.save_before_timeout} s leaves "
+            f"{backend.title or backend.name} under a minute to train; raise --time_min or lower --save_before_timeout."
+        )
+    return seconds
 
 
 def vllm_group(cluster: ClusterConfig, spec: TrainSpec, model: str) -> CommandGroup:
@@ -194,19 +199,11 @@ def _check_visible_inputs(cluster: ClusterConfig, cfg, options: JobOptions) -> N
     """The model folder and every training record, checked now where kit sees them: on none (a missing one is an
     error unless an earlier stage makes it); on Slurm without a tunnel when the path exists here. Otherwise the job
     checks them when it starts."""
-    from pipeline_kit.training.config import check_model_dir, check_training_libraries, read_training_records
+    from pipeline_kit.training.config import check_model_dir, read_training_records
 
     model, data = cfg.model, cfg.training_data
-    if (
-        cluster.executor == "none"
-        and cfg.backend == "trl"
-        and TRAIN_PYTHON_VAR not in {**os.environ, **cluster.env_vars}
-    ):
-        check_training_libraries()  # the job runs this very Python
-    if cluster.executor == "none" and cfg.backend == "nemo_rl" and not os.path.isdir(cfg.nemo_rl_dir):
-        raise UserError(
-            f"++nemo_rl_dir={cfg.nemo_rl_dir} is no folder here; point it at a NeMo-RL checkout, or run in its container."
-        )
+    if cluster.executor == "none":  # the job runs on this machine
+        load_backend(cfg.backend).check_here(cfg, {**os.environ, **cluster.env_vars})
     if cluster.executor not in ("none", "slurm") or cluster.ssh_tunnel is not None:
         return
     if cfg.backend == "trl":

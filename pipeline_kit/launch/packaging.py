@@ -74,12 +74,12 @@ def left_out(repo: str) -> str | None:
 
 def _kit_trees() -> dict[str, Path]:
     """What an installed kit adds to the packed code: the package, and its resource folders (prompts, cluster
-    configs, ...) as `pipeline_kit/<name>`, wherever this install keeps them (inside the package or at the top
+    configs, ...) as `pipeline_kit/<in-package name>`, wherever this install keeps them (inside the package or at the top
     level of its source checkout)."""
     trees = {"pipeline_kit": KIT_PACKAGE_DIR}
     for name, d in resources.resource_dirs().items():
         if not d.resolve().is_relative_to(KIT_PACKAGE_DIR):  # a copy inside the package comes with it
-            trees[f"pipeline_kit/{name}"] = d
+            trees[f"pipeline_kit/{resources.IN_PACKAGE[name]}"] = d
     return trees
 
 

@@ -1,2 +1,8 @@
-"""Training: data preparation (`kit prepare_sft_data`, `kit prepare_rl_data`: data.py) and the TRL trainer that
-`kit sft` / `kit grpo` jobs run (trl_train.py, with its config, checkpoints and GRPO reward); NeMo-RL comes later."""
+"""Training: data preparation (`kit prepare_sft_data`, `kit prepare_rl_data`: data.py), the trainers that `kit sft` /
+`kit grpo` jobs run (TRL: trl_train.py; NeMo-RL: nemo_rl_job.py) and the backends that make their command lines."""
+
+# `--backend` name -> its TrainingBackend (backends.py), imported only when asked for; a user's own is module:Class
+BACKENDS: dict[str, str] = {
+    "trl": "pipeline_kit.training.trl_backend:TrlBackend",
+    "nemo_rl": "pipeline_kit.training.nemo_rl:NemoRlBackend",
+}

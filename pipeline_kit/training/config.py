@@ -30,7 +30,7 @@ class RewardConfig:
 @dataclass
 class TrainConfig:
     algorithm: str = MISSING  # sft | grpo
-    backend: str = "trl"  # trl | nemo_rl (kit sft --backend sets it)
+    backend: str = "trl"  # a name in training/__init__.py's BACKENDS, or module:Class (kit sft --backend sets it)
     model: str = MISSING  # a Hugging Face model folder (or a checkpoint's final/)
     training_data: str = MISSING  # JSONL: problem + generation (sft), problem + expected_answer (grpo)
     output_dir: str = MISSING  # checkpoint-N/, final/, tensorboard/
@@ -138,32 +138,17 @@ NEMO_RL_ONLY = ("strategy", "tensor_parallel_size", "pipeline_parallel_size", "n
 TRL_ONLY = ("lora_rank", "vllm_server", "lr_scheduler", "dtype")  # NeMo-RL: bf16, its schedule
 
 
-def _changed(cfg: TrainConfig, keys) -> list[str]:
+def changed_keys(cfg: TrainConfig, keys) -> list[str]:
     """The keys whose values differ from TrainConfig's defaults."""
     defaults = TrainConfig(algorithm=cfg.algorithm, model="", training_data="", output_dir="")
     return [k for k in keys if getattr(cfg, k) != getattr(defaults, k)]
 
 
 def _check_backend(cfg: TrainConfig) -> None:
-    if cfg.backend == "trl":
-        changed = _changed(cfg, NEMO_RL_ONLY)
-        if changed:
-            raise UserError(f"++{changed[0]} is a NeMo-RL setting; add --backend=nemo_rl or drop it.")
-        return
-    if cfg.backend != "nemo_rl":
-        raise UserError(f"++backend={cfg.backend} is not one of trl, nemo_rl.")
-    if cfg.strategy not in ("fsdp", "megatron"):
-        raise UserError(f"++strategy={cfg.strategy} is not one of fsdp, megatron.")
-    if cfg.pipeline_parallel_size != 1 and cfg.strategy != "megatron":
-        raise UserError(f"++pipeline_parallel_size={cfg.pipeline_parallel_size} needs ++strategy=megatron.")
-    trl_only = _changed(cfg, TRL_ONLY)
-    trl_only += ["reward"] if cfg.reward != RewardConfig() else []
-    trl_only += ["eval_data"] if cfg.algorithm == "grpo" and cfg.eval_data else []  # NeMo-RL holds out 5% itself
-    if trl_only:
-        raise UserError(
-            f"++{trl_only[0]} is not used by --backend=nemo_rl (its GRPO reward is NeMo-RL's math environment); "
-            "drop it, or use --backend=trl."
-        )
+    """The settings the backend (training/__init__.py's BACKENDS, or a user's module:Class) cannot honour."""
+    from pipeline_kit.training.backends import load_backend
+
+    load_backend(cfg.backend).check_config(cfg)
 
 
 TRAINING_LIBRARIES = ("torch", "transformers", "trl", "datasets", "accelerate", "hydra")  # hydra: parses ++key=value

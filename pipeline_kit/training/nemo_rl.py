@@ -1,5 +1,8 @@
-"""The NeMo-RL backend's files and command lines, rendered at submission: the run config (kit's settings over
-NeMo-RL's own example config, through its `defaults:` key), the launch and the checkpoint converters.
+"""The NeMo-RL backend (`kit sft/grpo --backend=nemo_rl`) as the submission side sees it: the trainer's command
+(pipeline_kit.training.nemo_rl_job in NeMo-RL's container, fed the run config kit renders here, so a dry run shows
+it whole), the run config (kit's settings over NeMo-RL's own example config, through its `defaults:` key), and the
+launch and checkpoint-converter command lines the job runs. On Slurm NeMo-RL saves by its own clock
+(`checkpoint_must_save_by`: the time limit less --save_before_timeout); --dependent_jobs resume from step_N.
 
 Read from NVIDIA-NeMo/RL at b26cfeb3 (tests/fixtures/nemo_rl names the commit and holds the config keys it had);
 nothing here imports NeMo-RL: the job runs it inside its container, where `uv run` resolves its environment."""
@@ -7,9 +10,12 @@ nothing here imports NeMo-RL: the job runs it inside its container, where `uv ru
 from __future__ import annotations
 
 import math
+import shlex
 from pathlib import PurePosixPath
 
-from pipeline_kit.training.config import TrainConfig
+from pipeline_kit.errors import UserError
+from pipeline_kit.training.backends import TrainerLaunch, TrainingBackend
+from pipeline_kit.training.config import TRL_ONLY, RewardConfig, TrainConfig, changed_keys
 
 SCRIPTS = {"sft": "examples/run_sft.py", "grpo": "examples/run_grpo.py"}
 EXAMPLE_CONFIGS = {
@@ -19,6 +25,52 @@ EXAMPLE_CONFIGS = {
     ("grpo", "megatron"): "examples/configs/grpo_math_1B_megatron.yaml",
 }
 RUN_STEPS = 1_000_000_000  # max_num_steps when kit trains by epochs (NeMo-RL stops at whichever limit comes first)
+PYTHON_VAR = "KIT_NEMO_RL_PYTHON"  # the container's Python that runs kit's side (NeMo-RL's own runs under `uv run`)
+HEREDOC = "KIT_NEMO_RL_CONFIG"
+
+
+class NemoRlBackend(TrainingBackend):
+    name = "nemo_rl"
+    title = "NeMo-RL"
+    save_before_timeout = 900  # its start-up counts too
+    saves_on_signal = False  # checkpoint_must_save_by
+    needs_container = True
+    container_example = "nemo_rl: nvcr.io/nvidia/nemo-rl:v0.4.0"
+
+    def check_config(self, cfg: TrainConfig) -> None:
+        if cfg.strategy not in ("fsdp", "megatron"):
+            raise UserError(f"++strategy={cfg.strategy} is not one of fsdp, megatron.")
+        if cfg.pipeline_parallel_size != 1 and cfg.strategy != "megatron":
+            raise UserError(f"++pipeline_parallel_size={cfg.pipeline_parallel_size} needs ++strategy=megatron.")
+        trl_only = changed_keys(cfg, TRL_ONLY)
+        trl_only += ["reward"] if cfg.reward != RewardConfig() else []
+        trl_only += ["eval_data"] if cfg.algorithm == "grpo" and cfg.eval_data else []  # NeMo-RL holds out 5% itself
+        if trl_only:
+            raise UserError(
+                f"++{trl_only[0]} is not used by --backend=nemo_rl (its GRPO reward is NeMo-RL's math environment); "
+                "drop it, or use --backend=trl."
+            )
+
+    def check_here(self, cfg: TrainConfig, env: dict[str, str]) -> None:
+        import os
+
+        if not os.path.isdir(cfg.nemo_rl_dir):
+            raise UserError(
+                f"++nemo_rl_dir={cfg.nemo_rl_dir} is no folder here; point it at a NeMo-RL checkout, or run in its "
+                "container."
+            )
+
+    def command(self, launch: TrainerLaunch) -> str:
+        """kit's job module reads the run config from a heredoc, so that the job script holds it."""
+        import yaml
+
+        cfg = launch.cfg
+        config = run_config(cfg, launch.num_gpus, launch.num_nodes, launch.save_by_s, cfg.nemo_rl_dir, launch.run_name)
+        text = yaml.safe_dump(config, sort_keys=False, default_flow_style=False)
+        head = f'KIT_RAY_HEAD="{launch.head_host}" ' if launch.num_nodes > 1 else ""
+        args = " ".join(shlex.quote(a) for a in launch.overrides)
+        line = f'{head}"${{{PYTHON_VAR}:-python3}}" -m pipeline_kit.training.nemo_rl_job {args}'
+        return f"{line} <<'{HEREDOC}'\n# kit's run config for NeMo-RL (merged over `defaults`)\n{text}{HEREDOC}"
 
 
 def layout(output_dir: str) -> dict[str, str]:

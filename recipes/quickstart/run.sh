@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # recipes/quickstart/run.sh - the main job on the default cluster (executor: none), end to end on a bare machine:
-# the kit venv, a CPU model venv, a tiny model built and trained here (no downloads from a model hub), the `arith`
-# benchmark made here, then `kit eval` starts a `transformers` server as a local process, generates 2 seeds of
-# answers, grades them and prints the summary table.
+# the kit venv, a CPU model venv and a tiny model built and trained here (tiny_model.sh; no downloads from a model
+# hub), the `arith` benchmark made here, then `kit eval` starts a `transformers` server as a local process,
+# generates 2 seeds of answers, grades them and prints the summary table.
 #   CACHE [.cache/quickstart] where the model venv and the tiny model live (reused on the next run)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -14,7 +14,7 @@ python3 -c 'import ensurepip' 2>/dev/null || { apt-get update -q && apt-get inst
 [ -x .venv/bin/kit ] || python3 -m venv .venv
 .venv/bin/python -c 'import litellm, math_verify' 2>/dev/null ||
   .venv/bin/pip install -q --disable-pip-version-check -e '.[generate,eval]'
-WITH_VLLM=0 bash tests/services/models_up.sh "$CACHE"
+bash recipes/quickstart/tiny_model.sh "$CACHE"  # the model venv and the tiny model (cached)
 .venv/bin/kit prepare_data arith
 
 # the server runs in the model venv; kit's own client runs in .venv

@@ -1,26 +1,11 @@
-"""The MetaMath recipe: bootstrap questions from a JSONL of problem + expected_answer (MetaMath's four methods) and
-keep only the sampled solutions whose answer checks out. Stages, each one builder spec (skipped methods drop theirs):
+"""MetaMath augmentation (AnsAug, rephrasing, self-verification, FOBAR): sampled solutions whose answers check out,
+as MetaMathQA query/response records.
 
-  prepare     run_cmd   prepare/originals.jsonl (original_id, problem, expected_answer) and prepare/masked.jsonl:
-                        per question with a number to mask, the question with x in its place (the first number whose
-                        value occurs once; none when the question already uses x), the answer and the masked value
-  rephrase    generate  rephrase/output-rs{0..num_rephrasings-1}.jsonl: the model restates each question
-                        (prompt metamath/rephrase)
-  sv_rewrite  generate  sv_rewrite/output.jsonl: the masked question and its answer as one statement with x
-                        unknown (prompt metamath/self_verification)
-  build       run_cmd   build/questions.jsonl (type, original_id, problem, expected_answer): the originals (AnsAug),
-                        each distinct rephrasing (Rephrased, the original's answer), each statement that mentions x
-                        + "What is the value of unknown variable x?" (SV) and each masked question + "If we know the
-                        answer to the above question is A, what is the value of unknown variable x?" (FOBAR); the
-                        last two expect the masked number
-  solve       generate  solve/output-rs{0..num_samples-1}.jsonl: num_samples solutions per question (prompt
-                        metamath/solve), graded in place as `kit grade` does (predicted_answer, symbolic_correct)
-  collect     run_cmd   metamath.jsonl (in --output_dir itself): each distinct solution the grader found right, with
-                        MetaMathQA's query/response and type (AnsAug | Rephrased | SV | FOBAR), kit's
-                        problem/generation, expected_answer, original_id; collect/stats.json counts them by type
-
-So a rephrasing is kept only when its solution gives the original answer, and an SV or FOBAR question only when
-its solution recovers the masked number. Every stage folder holds its `.stage.done` key."""
+Stages (README.md beside this file has their files): prepare (run_cmd: originals and masked questions), rephrase
+and sv_rewrite (generate), build (run_cmd: the AnsAug, Rephrased, SV and FOBAR questions), solve (generate, graded in
+place), collect (run_cmd: metamath.jsonl). The data steps are pipeline_kit.recipes.metamath_data, run in the jobs.
+A rephrasing is kept only when its solution gives the original answer, and an SV or FOBAR question only when its
+solution recovers the masked number."""
 
 from __future__ import annotations
 

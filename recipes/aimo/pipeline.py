@@ -1,6 +1,8 @@
-"""The AIMO recipe: CoT SFT → TIR SFT → GRPO → eval, each stage starting from the model the one before it made.
-Output layout under --output_dir: cot_sft/, tir_sft/, grpo/ (each a training folder with final/) and eval/
-(eval-results/<benchmark>/ and metrics.json); every stage folder holds its `.stage.done` key."""
+"""AIMO: CoT SFT → TIR SFT → GRPO → eval, each stage skipped when done with the same settings.
+
+Each stage starts from the model the one before it made. Under --output_dir: cot_sft/, tir_sft/, grpo/ (each a
+training folder with final/) and eval/ (eval-results/<benchmark>/ and metrics.json); every stage folder holds its
+`.stage.done` key. README.md beside this file says what each stage does."""
 
 from __future__ import annotations
 
@@ -29,7 +31,7 @@ class Params:
     data_dir: Annotated[str | None, Opt("--data_dir", help="Where `kit prepare_data` put them.")] = None
     start_from: Annotated[str, Opt("--start_from", help=f"First stage to run ({', '.join(STAGES)}).")] = STAGES[0]
     stop_after: Annotated[str, Opt("--stop_after", help="Last stage to run.")] = STAGES[-1]
-    backend: Annotated[str, Opt("--backend", help="Training backend: trl | nemo_rl.")] = "trl"
+    backend: Annotated[str, Opt("--backend", help="Training backend: trl | nemo_rl | module:Class.")] = "trl"
     num_gpus: Annotated[int, Opt("--num_gpus", help="GPUs per training node (0: CPU).")] = 0
     num_nodes: Annotated[int, Opt("--num_nodes", help="Training nodes.")] = 1
     sft_args: Annotated[str, Opt("--sft_args", help="++key=value for both SFT stages, e.g. '++num_epochs=2'.")] = ""

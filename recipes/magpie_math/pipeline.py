@@ -1,18 +1,10 @@
-"""The magpie_math recipe: math SFT data and preference pairs from a chat model alone (Magpie's pre-query trick).
-Stages and their files under --output_dir (every stage folder also holds its `.stage.done` key):
-  requests/requests.jsonl      {id, domain, system}: --num_problems rows per domain (prompts/magpie/domains.yaml)
-  problems/output.jsonl        the model's own problems (`++generation_type=magpie`, high temperature): `problem`
-  filter/problems.jsonl        {id, domain, problem[, expected_answer]}: empty and duplicate problems dropped
-  solutions/output.jsonl       one low-temperature solution per problem (generic/math prompt)
-  solutions/sft.jsonl          SFT data {problem, generation, id, domain, source[, expected_answer]} (`kit sft` reads it)
-  responses/output-rs<k>.jsonl --num_responses sampled solutions per problem (high temperature)
-  gather/responses.jsonl       one row per (problem, seed) with the problem's `reference_answer`
-  scores/output.jsonl          each response's score: `reward_model_score` (--scorer=reward) or `score` (grader)
-  pairs/preference_pairs.jsonl DPO pairs {prompt, chosen, rejected} (chat messages) + problem, chosen_score,
-                               rejected_score, id, domain: per problem best vs worst, gap >= --min_score_gap
-With --input_file (problems, optionally with expected_answer) the requests and problems stages are skipped and the
-filter stage reads that file. The grader's reference answer is a problem's expected_answer when it has one, else
-the answer of its low-temperature solution (so a pair prefers agreeing with the careful solution)."""
+"""Magpie-style math data: problems → SFT solutions → sampled responses → scores → DPO pairs.
+
+From a chat model alone (Magpie's pre-query trick): requests → problems → filter → solutions (solutions/sft.jsonl,
+kit's SFT format) → responses → gather → scores (a reward model or the grader) → pairs
+(pairs/preference_pairs.jsonl, DPO's format). README.md beside this file has every stage's file. With --input_file
+the requests and problems stages are skipped. The data steps are pipeline_kit.recipes.magpie_data and
+preference_pairs, run in the jobs."""
 
 from __future__ import annotations
 

@@ -1,0 +1,76 @@
+"""The interface of a training backend, as the submission side asks it (jobs/train.py): the trainer's command line,
+its default container, how it saves before Slurm's time limit, and the checks of its settings. A backend is named
+in BACKENDS (training/__init__.py) or given by a user as `module:Class`; nothing heavy is imported here."""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any
+
+from pipeline_kit.errors import UserError, did_you_mean
+from pipeline_kit.training import BACKENDS
+
+
+@dataclass(frozen=True)
+class TrainerLaunch:
+    """What a trainer's command is made from, as plain values (the training package knows no cluster).
+    `cfg`: the parsed TrainConfig; `overrides`: the `++key=value` the job passes on; `python`: the cluster's kit
+    Python; `head_host`: the first node's host (several nodes); `save_by_s`: seconds of training before a backend
+    that saves by its own clock must save (None: no time limit); `vllm_server`: the address of a `trl vllm-serve`
+    group, resolved when the job is rendered."""
+
+    cfg: Any
+    overrides: tuple[str, ...]
+    python: str
+    num_gpus: int
+    num_nodes: int
+    head_host: str
+    run_name: str
+    save_by_s: int | None = None
+    vllm_server: str | None = None
+
+
+class TrainingBackend:
+    """A backend: subclass it, set the attributes and write `command`. `saves_on_signal`: Slurm signals SIGUSR1
+    `save_before_timeout` seconds before the limit and the trainer saves on it (else it saves by its own clock,
+    `TrainerLaunch.save_by_s`); `container_keys`: the cluster config's containers tried in order when --container
+    is not given; `needs_container`: off executor `none`, --container is required."""
+
+    name: str = ""
+    title: str = ""  # how messages name it (NeMo-RL); default: name
+    save_before_timeout: int = 120
+    saves_on_signal: bool = True
+    serves_vllm: bool = False  # it can generate through a `trl vllm-serve` group (--vllm_server_gpus)
+    container_keys: tuple[str, ...] = ()
+    needs_container: bool = False
+    container_example: str = ""  # a `containers:` line of a cluster config, for the message when one is missing
+
+    def check_config(self, cfg) -> None:
+        """Settings this backend cannot honour, as a UserError (run at submission and in the job)."""
+
+    def check_here(self, cfg, env: dict[str, str]) -> None:
+        """On executor `none` (the job runs on this machine): what must be installed here. `env`: the job's
+        environment variables (this process's and the cluster config's)."""
+
+    def command(self, launch: TrainerLaunch) -> str:
+        raise NotImplementedError
+
+
+def load_backend(name: str) -> TrainingBackend:
+    """BACKENDS' name, or a user's `module:Class` (a TrainingBackend subclass)."""
+    ref = BACKENDS.get(name, name)
+    module_name, sep, attr = ref.partition(":")
+    if not sep:
+        known = ", ".join(BACKENDS)
+        raise UserError(
+            f"--backend={name} is not one of {known}.{did_you_mean(name, list(BACKENDS))} A backend of your own is "
+            "module:Class (a pipeline_kit.training.backends.TrainingBackend)."
+        )
+    try:
+        cls = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as e:
+        raise UserError(f"--backend={name}: cannot load {ref} ({e}); check the module and class names.") from None
+    if not (isinstance(cls, type) and issubclass(cls, TrainingBackend)):
+        raise UserError(f"--backend={name}: {ref} is not a TrainingBackend subclass.")
+    return cls()
