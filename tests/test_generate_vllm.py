@@ -1,5 +1,5 @@
 """`kit generate` and `kit start_server` end to end through real servers that serve the tiny model the tests build
-(tests/models/, tests/services/models_up.sh): vLLM CPU as a process on none and as a het job on the local Slurm,
+(recipes/quickstart/tiny_model.sh, tests/services/models_up.sh): vLLM CPU as a process on none and as a het job on the local Slurm,
 and the `transformers` server type. The model was trained to answer single-digit additions as \\boxed{N}."""
 
 from __future__ import annotations
