@@ -262,6 +262,17 @@ def wait_for_states(
         time.sleep(poll_s)
 
 
+def slurm_placement(cluster: ClusterConfig, job_id: str) -> tuple[str, str | None]:
+    """squeue's state word for a Slurm job (PENDING, CONFIGURING, RUNNING, ...; '' once squeue no longer lists
+    it) and, while it runs, its first node."""
+    out = remote_run(cluster, f"squeue -h -j {job_id} -o '%T %N'", check=False).stdout.split()
+    if not out:
+        return "", None
+    if out[0] == "RUNNING" and len(out) > 1:
+        return "RUNNING", remote_run(cluster, f"scontrol show hostnames {out[1]} | head -n1").stdout.strip()
+    return out[0], None
+
+
 def cancel_experiment(cluster: ClusterConfig, record: ExperimentRecord) -> list[str]:
     """Cancel every job that may still run; returns the names of the jobs it acted on."""
     if record.executor == "slurm":
