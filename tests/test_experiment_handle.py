@@ -64,7 +64,7 @@ while True:  # the record appears once the submission is under way; then wait fo
     if all(states.get(job) == state for job, state in json.loads(want).items()) or time.time() > deadline:
         break
     time.sleep(0.3)
-out = {"before": states}
+out = {"before": states, "why": {f.job: f.reason for f in exp.failures()} if "error" not in states else {}}
 if action == "cancel":
     out["cancelled"] = exp.cancel()
     out["after"] = exp.wait(timeout=60)
@@ -185,3 +185,33 @@ def test_status_failures_and_cancel_through_the_handle_on_slurm(user_repo, tmp_p
     assert out["result_error"].startswith(
         "experiment handled: job bad FAILED (kit: command 'work' failed with exit code 5); job sleeper CANCELLED"
     ), out["result_error"]
+
+
+@pytest.mark.docker
+def test_status_failures_and_cancel_through_the_handle_in_docker(kit, configs, tmp_path, user_repo):
+    need("DOCKER_HOST", "the private dockerd")
+    d = configs("dock", "executor: local\njob_dir: JOB_DIR\ncontainers:\n  base: kit-test-base:latest\n")
+    args = ["--cluster=dock", f"--config_dir={d}", "--container=base"]
+    res = kit("run_cmd", *args, "--expname=dbad", "--command=echo 'KeyError: docker cause'; exit 6")
+    assert res.returncode == 1, res.stdout + res.stderr
+    out = handle(tmp_path, "dbad", "dock", d, {"dbad": "FAILED"})
+    assert out["before"] == {"dbad": "FAILED"}
+    assert "cmd.log: KeyError: docker cause" in out["why"]["dbad"], out
+    env = {**os.environ, **SERVICES, "KIT_HOME": str(tmp_path / "home" / ".kit"), "PATH": os.environ["PATH"]}
+    sleeper = subprocess.Popen(
+        [sys.executable, "-m", "pipeline_kit.cli.main", "run_cmd", *args, "--expname=dnap", "--command=sleep 300"],
+        cwd=user_repo,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        out = handle(tmp_path, "dnap", "dock", d, {"dnap": "RUNNING"}, "cancel")
+        assert out["before"] == {"dnap": "RUNNING"}, out
+        assert out["cancelled"] == ["dnap"]
+        assert out["after"] == {"dnap": "CANCELLED"}, out
+        printed, _ = sleeper.communicate(timeout=60)
+        assert "dnap: job dnap CANCELLED" in printed, printed
+    finally:
+        sleeper.kill()
