@@ -42,16 +42,18 @@ def run_pipeline(
     Raises SubmissionRefused (a UserError) when an input check, the cluster config, sbatch or the Docker daemon
     refuses the pipeline: nothing of it runs then. A job that fails does not raise: see `Experiment.wait`."""
     try:
-        return _run(pipeline, dry_run, wait, wait_timeout, follow)
+        experiment = _submit(pipeline, dry_run, follow)
     except SubmissionRefused:
         raise
     except UserError as e:
         raise SubmissionRefused(str(e)) from e
+    if wait and pipeline.cluster.executor == "slurm" and not dry_run:  # (none/local waited for the jobs)
+        experiment.wait(wait_timeout)
+    return experiment
 
 
-def _run(
-    pipeline: Pipeline, dry_run: bool, wait: bool | None, wait_timeout: float | None, follow: str | None
-) -> Experiment:
+def _submit(pipeline: Pipeline, dry_run: bool, follow: str | None) -> Experiment:
+    """Everything up to the jobs being queued (on none/local: run), where a UserError means nothing runs."""
     jobs = pipeline.ordered_jobs()
     run_id = new_run_id()
     log_dir = pipeline.log_dir or f"{pipeline.cluster_root()}/logs/{pipeline.name}/{run_id}"
@@ -68,7 +70,7 @@ def _run(
         return Experiment(pipeline.name, run_id, pipeline.cluster, dry_run_text=submission.dry_run())
     if pipeline.cluster.executor != "slurm":
         os.makedirs(log_dir, exist_ok=True)
-    experiment = submission.submit(run_id, bool(wait) or pipeline.cluster.executor != "slurm", wait_timeout, follow)
+    experiment = submission.submit(run_id, follow)
     sys.stdout.flush()
     return experiment
 

@@ -196,13 +196,11 @@ class Submission:
                 out.write(f"---- script {task.name}[{i}]\n{script}")
         return out.getvalue()
 
-    def submit(
-        self, run_id: str, wait: bool, wait_timeout: float | None = None, follow: str | None = None
-    ) -> Experiment:
+    def submit(self, run_id: str, follow: str | None = None) -> Experiment:
         """`follow` (none/local; see launch.follow): say where the logs go, then show the jobs' lines as they come."""
         p = self.pipeline
         if follow is None or p.cluster.executor == "slurm":
-            return self._submit(run_id, wait, wait_timeout)
+            return self._submit(run_id)
         from pipeline_kit.launch.follow import LogFollower, service_logs
 
         if p.cluster.executor == "local":
@@ -210,9 +208,10 @@ class Submission:
         sys.stderr.write(f"{p.name}: logs in {self.log_dir}\n")
         sys.stderr.flush()
         with LogFollower(self.log_dir, service_logs(self.jobs), follow):
-            return self._submit(run_id, wait, wait_timeout)
+            return self._submit(run_id)
 
-    def _submit(self, run_id: str, wait: bool, wait_timeout: float | None) -> Experiment:
+    def _submit(self, run_id: str) -> Experiment:
+        """Queue the jobs (on none/local: run them, and wait until they end) and record them."""
         from pipeline_kit.launch.monitor import local_outcome
 
         p = self.pipeline
@@ -263,10 +262,7 @@ class Submission:
                     time.sleep(0.1)
                 rec.state = local_outcome(record, rec) or "FAILED"
         records.save_record(p.cluster, record)
-        experiment = Experiment(p.name, run_id, p.cluster, record, {r.name: r.state for r in record.jobs if r.state})
-        if wait and p.cluster.executor == "slurm":
-            experiment.wait(wait_timeout)
-        return experiment
+        return Experiment(p.name, run_id, p.cluster, record, {r.name: r.state for r in record.jobs if r.state})
 
     def _refused(self, error: Exception, by_task: dict) -> UserError:
         """sbatch refused a job: cancel the ones already queued (nothing half-submitted stays) and say why."""
