@@ -1,6 +1,6 @@
 """Stages that compose: the two-stage Python example of docs/python-api.md run for real (stage 2 reads what stage 1
 writes), inputs made by an earlier stage or experiment checked when the job starts, overrides checked at submission, a
-fully done stage that dependents can still wait on, and the launch layer's own defects (run ids, RunResult.ok,
+fully done stage that dependents can still wait on, and the launch layer's own defects (run ids, Experiment.ok,
 afternotok/aftercorr on none)."""
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ import typer
 
 from pipeline_kit.cli import (
     eval_cmd,
-    experiments,
+    experiment_cmds,
     generate_cmd,
     grade_cmd,
     prepare_data_cmd,
@@ -50,7 +50,7 @@ generate_cmd.register(app)
 eval_cmd.register(app)
 start_server_cmd.register(app)
 start_sandbox_cmd.register(app)
-experiments.register(app)
+experiment_cmds.register(app)
 setup_cmd.register(app)
 prepare_data_cmd.register(app)
 summarize_cmd.register(app)

@@ -5,7 +5,6 @@ script can wait for that line), stop the job on Ctrl-C, SIGTERM or SIGHUP. Share
 from __future__ import annotations
 
 import signal
-import subprocess
 import threading
 import time
 from dataclasses import dataclass
@@ -88,11 +87,11 @@ def foreground_here(service: Service, pipeline, expname: str, port: int, ready_t
     ).start()
     from pipeline_kit.launch import run_pipeline
 
-    result = run_pipeline(pipeline, wait=True)
+    experiment = run_pipeline(pipeline, wait=True)
     stop.set()
-    states = set(result.states.values())
+    states = set(experiment.states.values())
     typer.echo(f"kit {service.command}: the {service.name} ended ({', '.join(sorted(states)) or 'no state'})", err=True)
-    return 130 if states == {"CANCELLED"} else 0 if result.ok else 1
+    return 130 if states == {"CANCELLED"} else 0 if experiment.ok else 1
 
 
 def foreground_on_slurm(
@@ -101,36 +100,29 @@ def foreground_on_slurm(
     """Slurm: submit, wait for the node, print the address (tunnelled here with --create_tunnel), then stay until
     the job ends; Ctrl-C cancels it."""
     from pipeline_kit.launch import run_pipeline
-    from pipeline_kit.launch.monitor import cancel_experiment, slurm_rows
-    from pipeline_kit.launch.remote import remote_run, ssh_argv
+    from pipeline_kit.launch.remote import forward_port
     from pipeline_kit.pipeline.render import free_port
 
     cluster = pipeline.cluster
-    result = run_pipeline(pipeline)
-    job_id = result.slurm_ids[expname][0]
-    record = result.record
-    log = f"{record.log_dir}/{expname}/{service.name}.log"
+    experiment = run_pipeline(pipeline)
+    job_id = experiment.slurm_ids[expname][0]
+    log = f"{experiment.log_dir}/{expname}/{service.name}.log"
     typer.echo(f"kit {service.command}: submitted slurm job {job_id}; log {log}", err=True)
     tunnel = None
     stop = threading.Event()
     try:
         node = None
         while node is None:
-            out = remote_run(cluster, f"squeue -h -j {job_id} -o '%T %N'", check=False).stdout.split()
-            if out and out[0] == "RUNNING" and len(out) > 1:
-                node = remote_run(cluster, f"scontrol show hostnames {out[1]} | head -n1").stdout.strip()
-            elif not out or out[0] not in ("PENDING", "CONFIGURING", "RUNNING"):
-                typer.echo(
-                    f"kit {service.command}: job {job_id} ended before it ran ({' '.join(out) or 'gone'})", err=True
-                )
+            state, node = experiment.placement(expname)
+            if state not in ("PENDING", "CONFIGURING", "RUNNING"):
+                typer.echo(f"kit {service.command}: job {job_id} ended before it ran ({state or 'gone'})", err=True)
                 return 1
-            else:
+            if node is None:
                 time.sleep(1)
         url = f"http://{node}:{port}{service.path}"
         if create_tunnel:
             local = free_port()  # not the server's own port: the node may be this very host
-            forward = ["-N", "-o", "ExitOnForwardFailure=yes", "-L", f"127.0.0.1:{local}:{node}:{port}"]
-            tunnel = subprocess.Popen([*ssh_argv(cluster)[:-1], *forward, ssh_argv(cluster)[-1]])
+            tunnel = forward_port(cluster, local, node, port)
             url = f"http://127.0.0.1:{local}{service.path}"
         typer.echo(f"kit {service.command}: {expname} runs on {node}; waiting for it to answer", err=True)
         local_log = None if cluster.ssh_tunnel else log
@@ -140,14 +132,13 @@ def foreground_on_slurm(
             daemon=True,
         ).start()
         while True:
-            rows = slurm_rows(cluster, [job_id])
-            state = rows[job_id] if job_id in rows else "PENDING"  # sacct may lag behind squeue
+            state = experiment.status()[expname]  # PENDING while sacct lags behind squeue
             if state not in ("PENDING", "RUNNING"):
                 typer.echo(f"kit {service.command}: job {job_id} ended ({state})", err=True)
                 return 0 if state == "SUCCEEDED" else 1
             time.sleep(2)
     except KeyboardInterrupt:
-        cancel_experiment(cluster, record)
+        experiment.cancel()
         typer.echo(f"kit {service.command}: cancelled slurm job {job_id}", err=True)
         return 130
     finally:

@@ -201,44 +201,43 @@ def run_jobs(
     from pipeline_kit.launch import run_pipeline
 
     pipeline = flags.pipeline(cluster, expname, jobs)
-    result = run_pipeline(
+    experiment = run_pipeline(
         pipeline, dry_run=flags.dry_run, wait=flags.wait, wait_timeout=flags.wait_timeout, follow=follow
     )
     if flags.dry_run:
-        typer.echo(result.dry_run_text, nl=False)
+        typer.echo(experiment.dry_run_text, nl=False)
         return 0
     parents = {job.name: [parent.name for parent in job.after] for job in pipeline.jobs}
-    for name, ids in result.slurm_ids.items():
-        state = result.states.get(name, "SUBMITTED")
-        failed = [parent for parent in parents[name] if result.states.get(parent) == "FAILED"]
+    for name, ids in experiment.slurm_ids.items():
+        state = experiment.states.get(name, "SUBMITTED")
+        failed = [parent for parent in parents[name] if experiment.states.get(parent) == "FAILED"]
         if state == "CANCELLED" and failed:
             state = f"skipped: {', '.join(failed)} failed"
         typer.echo(f"{expname}: job {name} {state}" + (f" (slurm job {','.join(ids)})" if ids else ""))
     if cluster.executor == "slurm" and not flags.wait:
         typer.echo(
-            f"submitted experiment {expname} (logs in {result.log_dir}); follow it with "
+            f"submitted experiment {expname} (logs in {experiment.log_dir}); follow it with "
             f"`kit status --cluster={flags.cluster or 'none'} {expname}`"
         )
         return 0
     from pipeline_kit.launch.follow import followed, service_logs, unshown_tail
-    from pipeline_kit.launch.monitor import failure_report, log_files, tail
 
     if result_log:
-        typer.echo(tail(cluster, f"{result.record.log_dir}/{result_log}", 10_000), nl=False)
-    logs = log_files(cluster, result.record) if "FAILED" in result.states.values() else {}
+        typer.echo(experiment.tail(f"{experiment.log_dir}/{result_log}", 10_000), nl=False)
+    logs = experiment.logs() if "FAILED" in experiment.states.values() else {}
     was_followed = cluster.executor != "slurm"  # (Slurm: nothing was shown while it ran)
     services = service_logs(pipeline.jobs)
-    for name, state in result.states.items():
+    for name, state in experiment.states.items():
         if state != "FAILED":
             continue
-        for path in [p for p in logs.get(name, []) if not p.endswith("/kit.log")][:4]:
-            text = tail(cluster, path, 10)
+        for path in [p for p in logs[name].logs if not p.endswith("/kit.log")][:4]:
+            text = experiment.tail(path, 10)
             if was_followed and followed(Path(path), services):
                 text = unshown_tail(text, follow)
             if text:
                 typer.echo(f"--- {path} (last lines)")
                 typer.echo(text, nl=False)
-        report = failure_report(cluster, result.record, name)
+        report = experiment.why_failed(name)
         if report:  # the root cause last, where the eye lands
             typer.echo(f"--- why job {name} failed:\n{report}", nl=False)
-    return 0 if result.ok else 1
+    return 0 if experiment.ok else 1

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 
 from pipeline_kit.cli.version import version_line
-from pipeline_kit.errors import UserError, closest
+from pipeline_kit.errors import JobFailed, UserError, closest
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -42,6 +42,9 @@ def _run(argv: list[str], capture_help: bool) -> int:
     except UserError as e:
         print(f"kit: error: {e}", file=sys.stderr)
         return 2
+    except JobFailed as e:  # a step that needs an earlier job's success (Experiment.result()): as a failed job, 1
+        print(f"kit: {e}", file=sys.stderr)
+        return 1
     except UsageError as e:
         hint = f" (see `kit {e.ctx.info_name} --help`)" if e.ctx and e.ctx.info_name != "kit" else " (see `kit --help`)"
         message = " ".join(e.format_message().split()) + hint

@@ -99,6 +99,8 @@ def register(app: typer.Typer) -> None:
         raw = {k: v for k, v in raw.items() if v is not None}
         config = build_cluster_config(raw, str(path))  # every key is checked before anything is written
         if config.executor == "slurm":
+            from pipeline_kit.launch.slurm_names import slurm_name_warnings
+
             for warning in slurm_name_warnings(config):
                 print(f"kit: warning: {warning}", file=sys.stderr)
         from pipeline_kit.atomic import write_atomic
@@ -116,49 +118,6 @@ def register(app: typer.Typer) -> None:
                 else ""
             )
         )
-
-
-def slurm_name_warnings(config) -> list[str]:
-    """One line per partition or account in `config` that the cluster does not list (`sinfo`, and `sacctmgr` for
-    the accounts of the submitting user), asked here or over the config's ssh_tunnel; none when the cluster
-    cannot be asked (no Slurm client here, ssh fails, a timeout): then nothing can be said."""
-    out = []
-    partitions = _ask_cluster(config, "sinfo -h -o %R")
-    for key in ("partition", "cpu_partition"):
-        value = getattr(config, key)
-        if value and partitions and value not in partitions:
-            out.append(
-                f"{config.source}: {key} '{value}' is not a partition of this cluster (sinfo lists: "
-                f"{', '.join(partitions)}); rerun kit setup with --force --{key}=NAME, or edit the file."
-            )
-    if config.account:
-        accounts = _ask_cluster(config, 'sacctmgr -nP show associations where user="$(id -un)" format=account')
-        if accounts and config.account.lower() not in [a.lower() for a in accounts]:
-            out.append(
-                f"{config.source}: account '{config.account}' is not one of your Slurm accounts (sacctmgr lists: "
-                f"{', '.join(accounts)}); rerun kit setup with --force --account=NAME, or edit the file."
-            )
-    return out
-
-
-def _ask_cluster(config, command: str) -> list[str]:
-    """The distinct lines `command` prints on the cluster's login node, in order; [] when it cannot be run."""
-    import subprocess
-
-    if config.ssh_tunnel is not None:
-        from pipeline_kit.launch.remote import ssh_argv
-
-        ssh = ssh_argv(config)
-        argv = [ssh[0], "-o", "ConnectTimeout=10", *ssh[1:], command]
-    else:
-        argv = ["bash", "-c", command]
-    try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=15)
-    except (OSError, subprocess.TimeoutExpired):
-        return []
-    if proc.returncode != 0:
-        return []
-    return list(dict.fromkeys(line.strip() for line in proc.stdout.splitlines() if line.strip()))
 
 
 def _minimal(raw: dict) -> dict:

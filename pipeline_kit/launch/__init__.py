@@ -1,7 +1,10 @@
-"""Launching through nemo-run: code packaging, executors for none/local/slurm, experiment records, and the
-status/logs/cancel readers. nemo-run is imported only here, and only when something is rendered or submitted."""
+"""Launching through nemo-run: code packaging, executors for none/local/slurm, experiment records, and the handle
+on a submitted experiment (status, wait, logs, cancel). nemo-run is imported only when something is rendered or
+submitted. The public surface: run_pipeline, Experiment and its errors (SubmissionRefused, JobFailed)."""
 
-from pipeline_kit.launch.result import RunResult
+from pipeline_kit.errors import JobFailed, SubmissionRefused
+from pipeline_kit.launch.experiment import Experiment, JobFailure, JobLogs
+from pipeline_kit.launch.monitor import JobStatus
 from pipeline_kit.launch.run import run_pipeline
 
-__all__ = ["RunResult", "run_pipeline"]
+__all__ = ["Experiment", "JobFailed", "JobFailure", "JobLogs", "JobStatus", "SubmissionRefused", "run_pipeline"]

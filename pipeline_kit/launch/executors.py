@@ -11,7 +11,7 @@ from pipeline_kit.cluster import ClusterConfig
 from pipeline_kit.errors import UserError
 from pipeline_kit.launch.images import resolve_image, slurm_image
 from pipeline_kit.launch.mounts import container_mounts, slurm_setup_lines
-from pipeline_kit.launch.slurm_het import HET_FLAGS_ATTR
+from pipeline_kit.launch.sbatch_script import HET_FLAGS_ATTR
 from pipeline_kit.pipeline.model import CommandGroup, Job
 from pipeline_kit.pipeline.render import HET_HOST_VAR
 

@@ -10,6 +10,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pipeline_kit.atomic import write_atomic
 from pipeline_kit.cluster import ClusterConfig
 from pipeline_kit.launch.records import ExperimentRecord, JobRecord
 from pipeline_kit.launch.remote import remote_run
@@ -262,6 +263,17 @@ def wait_for_states(
         time.sleep(poll_s)
 
 
+def slurm_placement(cluster: ClusterConfig, job_id: str) -> tuple[str, str | None]:
+    """squeue's state word for a Slurm job (PENDING, CONFIGURING, RUNNING, ...; '' once squeue no longer lists
+    it) and, while it runs, its first node."""
+    out = remote_run(cluster, f"squeue -h -j {job_id} -o '%T %N'", check=False).stdout.split()
+    if not out:
+        return "", None
+    if out[0] == "RUNNING" and len(out) > 1:
+        return "RUNNING", remote_run(cluster, f"scontrol show hostnames {out[1]} | head -n1").stdout.strip()
+    return out[0], None
+
+
 def cancel_experiment(cluster: ClusterConfig, record: ExperimentRecord) -> list[str]:
     """Cancel every job that may still run; returns the names of the jobs it acted on."""
     if record.executor == "slurm":
@@ -280,9 +292,13 @@ def cancel_experiment(cluster: ClusterConfig, record: ExperimentRecord) -> list[
     acted = []
     with contextlib.redirect_stdout(io.StringIO()), run.Experiment.from_id(record.nemo_run_id) as exp:
         for job in record.jobs:
-            if job.state is None:
+            if job.state is None and local_outcome(record, job) is None:
                 exp.cancel(job.task_id)
                 acted.append(job.name)
+    for job in acted:  # a killed container cannot record that it was cancelled: its script never ends
+        rc_file = Path(record.log_dir) / f"{job}.rc"
+        if not rc_file.exists():
+            write_atomic(rc_file, CANCELLED_RC + "\n")
     return acted
 
 

@@ -29,9 +29,9 @@ def import_nemo_run(cluster: ClusterConfig) -> ModuleType:
     with _modules_blocked(NOT_FOR_NEMO_RUN):
         import nemo_run
 
-    from pipeline_kit.launch import slurm_het
+    from pipeline_kit.launch import sbatch_script
 
-    slurm_het.install(nemo_run)
+    sbatch_script.install(nemo_run)
     return nemo_run
 
 

@@ -31,6 +31,14 @@ def remote_run(cluster: ClusterConfig, command: str, check: bool = True) -> subp
     return proc
 
 
+def forward_port(cluster: ClusterConfig, local_port: int, host: str, port: int) -> subprocess.Popen:
+    """An ssh process forwarding 127.0.0.1:`local_port` here to `host`:`port` through the cluster's ssh_tunnel,
+    until it is terminated."""
+    ssh = ssh_argv(cluster)
+    forward = ["-N", "-o", "ExitOnForwardFailure=yes", "-L", f"127.0.0.1:{local_port}:{host}:{port}"]
+    return subprocess.Popen([*ssh[:-1], *forward, ssh[-1]])
+
+
 def rsync_to(cluster: ClusterConfig, src: str, dst: str) -> None:
     rsh = " ".join(shlex.quote(a) for a in ssh_argv(cluster)[:-1])
     t = cluster.ssh_tunnel

@@ -1,5 +1,5 @@
 """Running a Pipeline: check the jobs and their inputs, pick a run id and log folder, pack the code once, then
-submit (or dry-run) through a Submission. The result carries the experiment record and the log folder."""
+submit (or dry-run) through a Submission. It returns the experiment's handle (launch.experiment)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import os
 import sys
 import time
 
-from pipeline_kit.errors import UserError
+from pipeline_kit.errors import SubmissionRefused, UserError
 from pipeline_kit.launch import records
+from pipeline_kit.launch.experiment import Experiment
 from pipeline_kit.launch.packaging import PackagedCode, package_code, plan_code
-from pipeline_kit.launch.result import RunResult
 from pipeline_kit.launch.submit import Submission
 from pipeline_kit.pipeline.pipeline import Pipeline
 from pipeline_kit.pipeline.render import resolve_ports
@@ -32,11 +32,28 @@ def run_pipeline(
     wait: bool | None = None,
     wait_timeout: float | None = None,
     follow: str | None = None,
-) -> RunResult:
-    """Submit every job. On none/local this waits; on Slurm it returns after submission unless `wait` (for at
-    most `wait_timeout` seconds; a job Slurm no longer knows is LOST and not waited for). `follow` ("kit" or
-    "all", see launch.follow): on none/local, say where the logs go, then show those lines of them while the jobs
-    work."""
+) -> Experiment:
+    """Submit every job; returns the experiment's handle (status, wait, logs, cancel, failures). On none/local this
+    waits for the jobs; on Slurm it returns after submission unless `wait` (for at most `wait_timeout` seconds; a
+    job Slurm no longer knows is LOST and not waited for). `follow` ("kit" or "all", see launch.follow): on
+    none/local, say where the logs go, then show those lines of them while the jobs work. A dry run's handle holds
+    only the scripts and requests (`dry_run_text`).
+
+    Raises SubmissionRefused (a UserError) when an input check, the cluster config, sbatch or the Docker daemon
+    refuses the pipeline: nothing of it runs then. A job that fails does not raise: see `Experiment.wait`."""
+    try:
+        experiment = _submit(pipeline, dry_run, follow)
+    except SubmissionRefused:
+        raise
+    except UserError as e:
+        raise SubmissionRefused(str(e)) from e
+    if wait and pipeline.cluster.executor == "slurm" and not dry_run:  # (none/local waited for the jobs)
+        experiment.wait(wait_timeout)
+    return experiment
+
+
+def _submit(pipeline: Pipeline, dry_run: bool, follow: str | None) -> Experiment:
+    """Everything up to the jobs being queued (on none/local: run), where a UserError means nothing runs."""
     jobs = pipeline.ordered_jobs()
     run_id = new_run_id()
     log_dir = pipeline.log_dir or f"{pipeline.cluster_root()}/logs/{pipeline.name}/{run_id}"
@@ -50,12 +67,12 @@ def run_pipeline(
         code = package_code(pipeline.cluster, pipeline.cwd, pipeline.allow_uncommitted, pipeline.reuse_code)
     submission = Submission(pipeline, jobs, log_dir, resolve_ports(jobs), code, external, writers)
     if dry_run:
-        return RunResult(pipeline.name, run_id, dry_run_text=submission.dry_run())
+        return Experiment(pipeline.name, run_id, pipeline.cluster, dry_run_text=submission.dry_run())
     if pipeline.cluster.executor != "slurm":
         os.makedirs(log_dir, exist_ok=True)
-    result = submission.submit(run_id, bool(wait) or pipeline.cluster.executor != "slurm", wait_timeout, follow)
+    experiment = submission.submit(run_id, follow)
     sys.stdout.flush()
-    return result
+    return experiment
 
 
 def _within(path: str, folder: str) -> bool:

@@ -15,12 +15,12 @@ from pathlib import Path
 from pipeline_kit.errors import UserError
 from pipeline_kit.launch import records
 from pipeline_kit.launch.executors import adjust_slurm_task, docker_executor, local_executor, slurm_executor
+from pipeline_kit.launch.experiment import Experiment
 from pipeline_kit.launch.images import prepare_slurm_images
 from pipeline_kit.launch.mounts import check_sources_at_submission
 from pipeline_kit.launch.nemorun_env import import_nemo_run
 from pipeline_kit.launch.packaging import CONTAINER_CODE_DIR, PackagedCode
 from pipeline_kit.launch.remote import remote_run
-from pipeline_kit.launch.result import RunResult
 from pipeline_kit.launch.sbatch_errors import refusal_reason, what_to_fix
 from pipeline_kit.pipeline.model import Job
 from pipeline_kit.pipeline.pipeline import Pipeline
@@ -196,11 +196,11 @@ class Submission:
                 out.write(f"---- script {task.name}[{i}]\n{script}")
         return out.getvalue()
 
-    def submit(self, run_id: str, wait: bool, wait_timeout: float | None = None, follow: str | None = None):
+    def submit(self, run_id: str, follow: str | None = None) -> Experiment:
         """`follow` (none/local; see launch.follow): say where the logs go, then show the jobs' lines as they come."""
         p = self.pipeline
         if follow is None or p.cluster.executor == "slurm":
-            return self._submit(run_id, wait, wait_timeout)
+            return self._submit(run_id)
         from pipeline_kit.launch.follow import LogFollower, service_logs
 
         if p.cluster.executor == "local":
@@ -208,10 +208,11 @@ class Submission:
         sys.stderr.write(f"{p.name}: logs in {self.log_dir}\n")
         sys.stderr.flush()
         with LogFollower(self.log_dir, service_logs(self.jobs), follow):
-            return self._submit(run_id, wait, wait_timeout)
+            return self._submit(run_id)
 
-    def _submit(self, run_id: str, wait: bool, wait_timeout: float | None):
-        from pipeline_kit.launch.monitor import local_outcome, wait_for_states
+    def _submit(self, run_id: str) -> Experiment:
+        """Queue the jobs (on none/local: run them, and wait until they end) and record them."""
+        from pipeline_kit.launch.monitor import local_outcome
 
         p = self.pipeline
         containers = any(g.container for j in self.jobs for g in j.groups)
@@ -261,11 +262,7 @@ class Submission:
                     time.sleep(0.1)
                 rec.state = local_outcome(record, rec) or "FAILED"
         records.save_record(p.cluster, record)
-        result = RunResult(p.name, run_id, self.log_dir, record, slurm_ids={r.name: r.slurm_ids for r in record.jobs})
-        result.states = {r.name: r.state for r in record.jobs if r.state}
-        if wait and p.cluster.executor == "slurm":
-            result.states = wait_for_states(p.cluster, record, timeout_s=wait_timeout)
-        return result
+        return Experiment(p.name, run_id, p.cluster, record, {r.name: r.state for r in record.jobs if r.state})
 
     def _refused(self, error: Exception, by_task: dict) -> UserError:
         """sbatch refused a job: cancel the ones already queued (nothing half-submitted stays) and say why."""

@@ -1,4 +1,5 @@
-"""`kit status`, `kit logs` and `kit cancel`: read back or stop an experiment by name."""
+"""`kit status`, `kit logs` and `kit cancel`: read back or stop an experiment by name, through its handle
+(`pipeline_kit.launch.Experiment`)."""
 
 import sys
 from typing import Annotated
@@ -12,11 +13,9 @@ ExpnameArg = Annotated[str, typer.Argument(help="The experiment name (--expname 
 
 
 def _load(cluster: str | None, config_dir: str | None, expname: str):
-    from pipeline_kit.cli.job_flags import cluster_from
-    from pipeline_kit.launch.records import load_latest
+    from pipeline_kit.launch import Experiment
 
-    config = cluster_from(cluster, config_dir)
-    return config, load_latest(config, expname)
+    return Experiment.load(expname, cluster, config_dir)
 
 
 def register(app: typer.Typer) -> None:
@@ -24,15 +23,13 @@ def register(app: typer.Typer) -> None:
         help="One line per job: <job name> <STATE> (and one per failed array unit); why a job failed goes to stderr."
     )
     def status(expname: ExpnameArg, cluster: ClusterOpt = None, config_dir: ConfigDirOpt = None) -> None:
-        from pipeline_kit.launch.monitor import experiment_status, failure_report
-
-        config, record = _load(cluster, config_dir, expname)
-        for s in experiment_status(config, record):
+        experiment = _load(cluster, config_dir, expname)
+        for s in experiment.statuses():
             typer.echo(f"{s.name} {s.state}")
             for unit, state in sorted(s.failed_units.items()):
                 typer.echo(f"{s.name}[{unit}] {state}")
             if s.state == "FAILED":  # why, on stderr: stdout stays one `<job> <STATE>` line per job for scripts
-                report = failure_report(config, record, s.name, lines=6)
+                report = experiment.why_failed(s.name, lines=6)
                 sys.stdout.flush()
                 typer.echo("".join(f"  {line}\n" for line in report.splitlines()), err=True, nl=False)
 
@@ -46,38 +43,25 @@ def register(app: typer.Typer) -> None:
         config_dir: ConfigDirOpt = None,
         lines: Annotated[int, typer.Option("--lines", help="Lines to show from the end of each log.")] = 20,
     ) -> None:
-        from pipeline_kit.launch.monitor import (
-            container_startup_lines,
-            log_files,
-            nemo_run_dir,
-            scheduler_outputs,
-            tail,
-        )
-
-        config, record = _load(cluster, config_dir, expname)
-        startup = container_startup_lines(config, record, lines)
-        scheduler = scheduler_outputs(config, record)
-        for job, paths in log_files(config, record).items():
-            typer.echo(f"== job {job}: {len(paths)} log(s) in {record.log_dir}")
+        experiment = _load(cluster, config_dir, expname)
+        startup = experiment.container_startup(lines)
+        for job, found in experiment.logs().items():
+            typer.echo(f"== job {job}: {len(found.logs)} log(s) in {experiment.log_dir}")
             if startup[job]:
-                typer.echo(
-                    f"--- container start-up (pyxis/enroot), from the srun output in {nemo_run_dir(config, record)}"
-                )
+                typer.echo(f"--- container start-up (pyxis/enroot), from the srun output in {experiment.scheduler_dir}")
                 typer.echo("\n".join(startup[job]))
-            for path in paths:
+            for path in found.logs:
                 typer.echo(f"--- {path}")
-                typer.echo(tail(config, path, lines), nl=False)
-            shown = scheduler[job][:SCHEDULER_FILES_SHOWN]
+                typer.echo(experiment.tail(path, lines), nl=False)
+            shown = found.scheduler_outputs[:SCHEDULER_FILES_SHOWN]
             for path in shown:
                 typer.echo(f"--- {path} (scheduler output)")
-                typer.echo(tail(config, path, lines), nl=False)
-            if len(scheduler[job]) > len(shown):
-                typer.echo(f"--- (+{len(scheduler[job]) - len(shown)} more scheduler output files beside these)")
+                typer.echo(experiment.tail(path, lines), nl=False)
+            if len(found.scheduler_outputs) > len(shown):
+                more = len(found.scheduler_outputs) - len(shown)
+                typer.echo(f"--- (+{more} more scheduler output files beside these)")
 
     @app.command(help="Cancel every job of an experiment.")
     def cancel(expname: ExpnameArg, cluster: ClusterOpt = None, config_dir: ConfigDirOpt = None) -> None:
-        from pipeline_kit.launch.monitor import cancel_experiment
-
-        config, record = _load(cluster, config_dir, expname)
-        acted = cancel_experiment(config, record)
+        acted = _load(cluster, config_dir, expname).cancel()
         typer.echo(f"cancelled {expname}: {', '.join(acted) if acted else 'nothing was running'}")
