@@ -21,8 +21,24 @@ def test_every_registered_name_is_a_server_type_of_that_name_and_others_are_refu
     for name in SERVER_TYPES:
         server_type = get_server_type(name)
         assert isinstance(server_type, ServerType) and server_type.name == name
-    with pytest.raises(UserError, match=r"--server_type=vlm is not a server type \(openai, .*Did you mean 'vllm'\?"):
+    with pytest.raises(UserError, match=r"--server_type=vlm is not one of openai, .*Did you mean 'vllm'\?"):
         get_server_type("vlm")
+
+
+def test_a_users_server_type_is_module_colon_object(tmp_path, monkeypatch):
+    """The registry style of every kit registry: a shipped name, or the user's own `package.module:OBJECT`."""
+    (tmp_path / "my_servers.py").write_text(
+        "from pipeline_kit.servers.vllm import VLLM\n"
+        "import dataclasses\n"
+        "MINE = dataclasses.replace(VLLM, name='mine')\n"
+        "NOT_ONE = 3\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert get_server_type("my_servers:MINE").name == "mine"
+    with pytest.raises(UserError, match=r"my_servers:NOT_ONE is of type int, not a ServerType"):
+        get_server_type("my_servers:NOT_ONE")
+    with pytest.raises(UserError, match=r"cannot import no_such_module"):
+        get_server_type("no_such_module:X")
 
 
 def test_vllm_single_node_tensor_parallel_and_args():

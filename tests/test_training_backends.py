@@ -40,7 +40,7 @@ def test_the_built_in_backends_load_without_their_libraries():
     ("name", "needle"),
     [
         ("trll", "--backend=trll is not one of trl, nemo_rl. Did you mean 'trl'?"),
-        ("no_such_module:Backend", "--backend=no_such_module:Backend: cannot load no_such_module:Backend"),
+        ("no_such_module:Backend", "--backend=no_such_module:Backend: cannot import no_such_module"),
         ("pipeline_kit.errors:UserError", "pipeline_kit.errors:UserError is not a TrainingBackend subclass"),
     ],
 )

@@ -3,11 +3,11 @@ parallelism from the GPU count, multi-node launch, and the base URL a client use
 
 from __future__ import annotations
 
-import importlib
 import re
 from dataclasses import dataclass
 
-from pipeline_kit.errors import UserError, did_you_mean
+from pipeline_kit import plugins
+from pipeline_kit.errors import UserError
 from pipeline_kit.servers.registry import SERVER_TYPES
 
 _URL = re.compile(r"^https?://[^\s'\"\\]+$")
@@ -87,9 +87,11 @@ def extra_args(spec: ServerSpec) -> str:
 
 
 def get_server_type(name: str) -> ServerType:
-    """The server type NAME of the registry (servers/registry.py); an unknown name lists the known ones."""
-    if name not in SERVER_TYPES:
-        hint = did_you_mean(name, list(SERVER_TYPES))
-        raise UserError(f"--server_type={name} is not a server type ({', '.join(sorted(SERVER_TYPES))}).{hint}")
-    module, _, attr = SERVER_TYPES[name].partition(":")
-    return getattr(importlib.import_module(module), attr)
+    """The server type NAME of the registry (servers/registry.py), or a user's own `package.module:OBJECT` (a
+    ServerType instance); an unknown name lists the known ones."""
+    server_type = plugins.load(name, SERVER_TYPES, "--server_type", "server types")
+    if not isinstance(server_type, ServerType):
+        raise UserError(
+            f"--server_type={name} is of type {type(server_type).__name__}, not a ServerType; point it at one."
+        )
+    return server_type

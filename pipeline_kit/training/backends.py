@@ -4,11 +4,11 @@ in BACKENDS (training/__init__.py) or given by a user as `module:Class`; nothing
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
 from typing import Any
 
-from pipeline_kit.errors import UserError, did_you_mean
+from pipeline_kit import plugins
+from pipeline_kit.errors import UserError
 from pipeline_kit.training import BACKENDS
 
 
@@ -59,18 +59,7 @@ class TrainingBackend:
 
 def load_backend(name: str) -> TrainingBackend:
     """BACKENDS' name, or a user's `module:Class` (a TrainingBackend subclass)."""
-    ref = BACKENDS.get(name, name)
-    module_name, sep, attr = ref.partition(":")
-    if not sep:
-        known = ", ".join(BACKENDS)
-        raise UserError(
-            f"--backend={name} is not one of {known}.{did_you_mean(name, list(BACKENDS))} A backend of your own is "
-            "module:Class (a pipeline_kit.training.backends.TrainingBackend)."
-        )
-    try:
-        cls = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as e:
-        raise UserError(f"--backend={name}: cannot load {ref} ({e}); check the module and class names.") from None
+    cls = plugins.load(name, BACKENDS, "--backend", "training backends")
     if not (isinstance(cls, type) and issubclass(cls, TrainingBackend)):
-        raise UserError(f"--backend={name}: {ref} is not a TrainingBackend subclass.")
+        raise UserError(f"--backend={name}: {BACKENDS.get(name, name)} is not a TrainingBackend subclass.")
     return cls()
