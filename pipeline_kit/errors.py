@@ -3,6 +3,8 @@ run_pipeline refused a pipeline), jobs that ended without succeeding (JobFailed)
 
 from __future__ import annotations
 
+import difflib
+
 
 class UserError(Exception):
     """A problem in the user's input (a config file, a flag, a path). The message says what and how to fix it."""
@@ -31,7 +33,6 @@ class JobFailed(RuntimeError):
 
 def closest(word: str, options: list[str] | tuple[str, ...]) -> str | None:
     """The option closest to a misspelled `word` (difflib), or None when nothing is close."""
-    import difflib  # only once a name is wrong: every `kit` start (and `kit --help`) imports this module
 
     close = difflib.get_close_matches(word, list(options), n=1, cutoff=0.6)
     return close[0] if close else None

@@ -8,6 +8,7 @@ import json
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from pipeline_kit.atomic import write_atomic
 from pipeline_kit.errors import UserError
 
 
@@ -37,6 +38,5 @@ def read_jsonl(path: str | Path) -> list[tuple[int, dict]]:
 
 def write_jsonl(path: str | Path, records: Iterable[dict]) -> None:
     """The records as JSONL, written atomically (its folder made when missing)."""
-    from pipeline_kit.atomic import write_atomic
 
     write_atomic(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))

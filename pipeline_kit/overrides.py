@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import re
 import shlex
+import types
+import typing
 from collections.abc import Callable
 from dataclasses import fields, is_dataclass
 
@@ -97,7 +99,6 @@ def check_overrides(args: list[str] | tuple[str, ...], schema: type, what: str) 
     """The check at submission, without importing hydra (a quarter of a second) in the common case: every key
     exists (with a did-you-mean) and each plain value fits its field's type. An override this does not settle
     (lists, quoted strings, a value that does not fit) goes through `parse_overrides`, which gives the error."""
-    import typing
 
     for arg in args:
         key, sep, value = _bare(arg).partition("=")
@@ -116,8 +117,6 @@ def check_overrides(args: list[str] | tuple[str, ...], schema: type, what: str) 
 
 def _fits(annotation: object, value: str) -> bool:
     """Whether a plain override value converts to the field's type as OmegaConf would."""
-    import types
-    import typing
 
     options = typing.get_args(annotation) if isinstance(annotation, types.UnionType) else (annotation,)
     if value == "null":

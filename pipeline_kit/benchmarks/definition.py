@@ -21,6 +21,8 @@ from typing import Any
 
 from pipeline_kit.benchmark_helpers import Source  # a setting's type
 from pipeline_kit.errors import UserError, closest
+from pipeline_kit.grading.extraction import check_mode
+from pipeline_kit.overrides import override_value, take_override
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
 
@@ -105,7 +107,6 @@ class Benchmark:
         if self.extract is not None:
             return self.extract
         from pipeline_kit.inference.prompts import load_prompt_config
-        from pipeline_kit.overrides import take_override
 
         given, _ = take_override(overrides, "prompt_config")  # read as the generation script reads it
         return load_prompt_config(given or self.prompt_config).extract or "boxed"
@@ -120,7 +121,6 @@ class Benchmark:
 def _override_value(value: str) -> str:
     if re.fullmatch(r"[\w./-]+", value):
         return value
-    from pipeline_kit.overrides import override_value
 
     return override_value(value)
 
@@ -214,8 +214,6 @@ def _check_values(where: str, v: dict[str, Any]) -> None:
     if v["TOKENS_TO_GENERATE"] <= 0:
         raise UserError(f"{where}: TOKENS_TO_GENERATE = {v['TOKENS_TO_GENERATE']} must be a positive number.")
     if v["EXTRACT"] is not None:
-        from pipeline_kit.grading.extraction import check_mode
-
         check_mode(v["EXTRACT"], f"{where}: EXTRACT")
     for item in v["GENERATION_OVERRIDES"]:
         if not (isinstance(item, str) and re.match(r"^\+{0,2}[\w.]+=", item)):

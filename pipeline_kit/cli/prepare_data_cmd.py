@@ -8,8 +8,12 @@ and huggingface.co/... for a machine without internet access."""
 
 from __future__ import annotations
 
+import io
+import json
 import os
 import sys
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -74,7 +78,6 @@ def print_list(extra_datasets: str | None) -> None:
 
 def prepare_one(bench: Benchmark, data_dir: str | None, label: str) -> Path:
     """Download, convert, check and write one benchmark; returns the file written."""
-    import json
 
     from pipeline_kit.atomic import write_atomic
 
@@ -119,8 +122,6 @@ def download_url(url: str) -> tuple[str, str]:
 
 def fetch(url: str, note: str, label: str) -> bytes:
     """The file at `url` (http(s):// or file://), with a progress bar on stderr; failures are one line."""
-    import urllib.error
-    import urllib.request
 
     from pipeline_kit import __version__
 
@@ -182,7 +183,6 @@ def _size(n: int) -> str:
 
 def parse(data: bytes, fmt: str, url: str, name: str) -> list[dict]:
     """The rows of an upstream file in `fmt` (jsonl, json, parquet); a malformed file is one line."""
-    import json
 
     bad = f"the upstream file of '{name}' ({url}) is not valid {fmt.upper()}"
     hint = "it may be truncated, an error page or not this benchmark's file; check the URL"
@@ -225,7 +225,6 @@ def _parquet(data: bytes, url: str, name: str, bad: str, hint: str) -> list[dict
             f"'{name}' comes as a parquet file ({url}), which needs pyarrow; "
             "pip install 'pipeline-kit[data]' (or pyarrow) and run kit prepare_data again."
         ) from e
-    import io
 
     try:
         return pq.read_table(io.BytesIO(data)).to_pylist()

@@ -3,6 +3,7 @@ prints the address (with --create_tunnel, forwarded here over the cluster's SSH 
 
 from __future__ import annotations
 
+import sys
 from typing import Annotated
 
 import typer
@@ -25,7 +26,6 @@ def register(app: typer.Typer) -> None:
         ] = None,
         port: Annotated[int | None, typer.Option("--port", hidden=True, help="Deprecated: --sandbox_port.")] = None,
     ) -> int:
-        import sys
 
         from pipeline_kit.errors import UserError
         from pipeline_kit.jobs import sandbox_jobs

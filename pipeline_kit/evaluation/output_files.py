@@ -27,6 +27,9 @@ from pipeline_kit.evaluation.judge import verdict as judge_verdict
 from pipeline_kit.evaluation.judge import verdicts_for
 from pipeline_kit.evaluation.metrics import Run
 from pipeline_kit.evaluation.selection_modes import EXTRA_FIELDS
+from pipeline_kit.grading.grade import task_of
+from pipeline_kit.grading.grader_pool import grade_tasks
+from pipeline_kit.jsonl import read_jsonl
 
 LABELS = ("symbolic_correct", "is_correct")  # another tool's verdict fields, the first present is used
 KIT, REGRADED = "kit", "regraded"  # verdict sources besides a label field
@@ -222,7 +225,6 @@ def _note(missing: dict[str, list], name: str, lineno: int) -> None:
 def _grading_inputs(path: Path, build_tasks: bool, extract: str) -> tuple[dict[str, list], dict]:
     """(the fields kit's grader needs that records lack, as in ReadFile.missing; line number -> grading task of each
     record kit did not grade, when `build_tasks` and nothing is missing)."""
-    from pipeline_kit.jsonl import read_jsonl
 
     missing: dict[str, list] = {}
     todo = []
@@ -238,7 +240,6 @@ def _grading_inputs(path: Path, build_tasks: bool, extract: str) -> tuple[dict[s
             todo.append((lineno, rec))
     if not build_tasks or missing:
         return missing, {}
-    from pipeline_kit.grading.grade import task_of
 
     return missing, {lineno: task_of(rec, f"{path}:{lineno}", extract) for lineno, rec in todo}
 
@@ -246,7 +247,7 @@ def _grading_inputs(path: Path, build_tasks: bool, extract: str) -> tuple[dict[s
 def _grade_in_place(paths: list[Path], extract: str) -> None:
     """Grade files whose records lack a verdict, in place, with the grader of `kit grade`."""
     try:
-        from pipeline_kit.grading.grade import grade_files
+        from pipeline_kit.grading.grade import grade_files  # lazy: a missing grader library is one line here
     except ImportError as e:
         raise UserError(
             f"{paths[0]} is not graded yet (a record has no symbolic_correct) and the grader could not be loaded "
@@ -257,7 +258,6 @@ def _grade_in_place(paths: list[Path], extract: str) -> None:
 
 def _grade_in_memory(tasks: dict[Path, dict]) -> dict[Path, dict]:
     """path -> line number -> (predicted answer, correct, timed out), from kit's grader; nothing is written."""
-    from pipeline_kit.grading.grader_pool import grade_tasks
 
     flat = [(path, lineno, task) for path, by_line in tasks.items() for lineno, task in by_line.items()]
     verdicts = grade_tasks([task for *_, task in flat])

@@ -18,8 +18,11 @@ A problem counts as correct when the chosen sample is correct; as no_answer when
 from __future__ import annotations
 
 import functools
+from pathlib import Path
 
+from pipeline_kit.errors import UserError
 from pipeline_kit.evaluation.metrics import Run
+from pipeline_kit.selection.genselect_runs import read_picks
 from pipeline_kit.selection.voting import (
     MEAN_LOGPROB,
     Candidate,
@@ -85,10 +88,6 @@ def selection_metrics(runs: list[Run], columns: list[str], common: dict[str, flo
 def genselect_metrics(folder, files: dict[str, tuple[list, Run]], columns: list[str], common: dict) -> dict:
     """`genselect@n` from the GenSelect outputs in `folder` (none: {}); `files`: each sampled run by file name, as
     (ids, run). A pick whose run or id is not among them is an error naming both."""
-    from pathlib import Path
-
-    from pipeline_kit.errors import UserError
-    from pipeline_kit.selection.genselect_runs import read_picks
 
     if not Path(folder).is_dir():
         return {}

@@ -13,10 +13,11 @@ from __future__ import annotations
 import json
 import os
 import re
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pipeline_kit.atomic import write_atomic
+from pipeline_kit.atomic import default_mode, write_atomic
 from pipeline_kit.errors import UserError
 from pipeline_kit.evaluation.metrics import greedy_metrics, sampled_metrics
 from pipeline_kit.evaluation.output_files import (
@@ -235,9 +236,6 @@ def plot(path: Path, metrics: dict[str, dict], ns: dict[str, int]) -> None:
 
 def _save_atomic(fig, path: Path, fmt: str) -> None:
     """savefig to a temporary file beside `path`, then rename it over `path` (what write_atomic does for text)."""
-    import tempfile
-
-    from pipeline_kit.atomic import default_mode
 
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+from pipeline_kit.errors import UserError
 from pipeline_kit.grading.normalize import canonical, matching_brace, strip_wrappers
 
 # one or more backslashes: a generation quoted twice (r'\\boxed{-3}') still counts
@@ -90,8 +91,6 @@ EXTRACT_MODES = {
 def check_mode(mode: str, where: str = "--extract") -> str:
     """`mode` when it is one of EXTRACT_MODES, else a UserError naming `where` it came from."""
     if mode not in EXTRACT_MODES:
-        from pipeline_kit.errors import UserError
-
         raise UserError(f"{where}={mode!r} is not an extraction mode; use one of: {', '.join(EXTRACT_MODES)}.")
     return mode
 

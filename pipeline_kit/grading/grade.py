@@ -11,8 +11,10 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pipeline_kit.atomic import write_atomic
 from pipeline_kit.errors import UserError
 from pipeline_kit.grading.extraction import EXTRACT_MODES, check_mode, extract_answer
+from pipeline_kit.grading.grader_pool import grade_tasks
 from pipeline_kit.grading.math_grader import DEFAULT_TIMEOUT, GRADER_VERSION, Task
 from pipeline_kit.grading.normalize import canonical, choice_letter, lists_any_order
 
@@ -72,7 +74,6 @@ def grade_files(
     (one cache, one pool); each changed file is then replaced atomically. A record keeps its verdict while its
     grading_key (extraction mode, predicted answer, expected answer, options, list order rule, grader version) is
     unchanged, unless `force`."""
-    from pipeline_kit.grading.grader_pool import grade_tasks
 
     check_mode(extract)
     files = [_read(path, force, extract) for path in find_files(paths)]
@@ -168,7 +169,6 @@ def _read(path: Path, force: bool, extract: str) -> _File:
 
 def _write(f: _File) -> None:
     """Replace the file atomically, unless it changed since it was read (a generation rerun wrote it meanwhile)."""
-    from pipeline_kit.atomic import write_atomic
 
     st = f.path.stat()
     if (st.st_ino, st.st_size, st.st_mtime_ns) != f.stat:

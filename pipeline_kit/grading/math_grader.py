@@ -3,6 +3,7 @@ math-verify (sympy) the rest, under a per-answer timeout that counts as incorrec
 
 from __future__ import annotations
 
+import logging
 import signal
 import threading
 from dataclasses import dataclass
@@ -249,7 +250,6 @@ def _surely_different(a, b) -> bool:
 def _parsed(latex: str) -> list:
     """math-verify's parse of one canonical answer, as LaTeX math; cached, since the expected answer of a problem
     is parsed once for each of its samples."""
-    import logging
 
     from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse
 

@@ -11,6 +11,7 @@ import random
 import time
 from dataclasses import dataclass, field
 
+from pipeline_kit.inference.chat_template import ChatTemplate
 from pipeline_kit.inference.config import GenerateConfig
 from pipeline_kit.inference.refusals import is_transient, refusal, server_message
 from pipeline_kit.server_wait import ServerError, log_tail
@@ -78,8 +79,6 @@ class GenerationClient:
         self.api_key = api_key or "EMPTY"
         self.template = None
         if cfg.server.endpoint == "text":
-            from pipeline_kit.inference.chat_template import ChatTemplate
-
             self.template = ChatTemplate(cfg.server.chat_template or cfg.server.model)
         self.params = self._params()  # the same for every request of this run
         self.transient = (

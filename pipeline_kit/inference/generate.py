@@ -12,13 +12,16 @@ from pathlib import Path
 
 from pipeline_kit.content_digest import file_digest
 from pipeline_kit.errors import UserError
-from pipeline_kit.inference import unit_files
+from pipeline_kit.inference import done_key, unit_files
+from pipeline_kit.inference.client import GenerationClient
 from pipeline_kit.inference.config import GenerateConfig, parse_generate_config
+from pipeline_kit.inference.progress import Progress
 from pipeline_kit.inference.prompts import load_prompt_config
 from pipeline_kit.inference.refusals import RequestsFailed, Tally
 from pipeline_kit.inference.registry import task_class
 from pipeline_kit.inference.tasks import check_input_file, input_file_digest, prompt_fields
 from pipeline_kit.inference.tir import CodeRunner, check_code_settings, code_tags_path
+from pipeline_kit.inference.units import expand
 from pipeline_kit.server_wait import ServerError, wait_until_ready
 
 
@@ -41,7 +44,6 @@ class GenerationModel:
 
     @classmethod
     async def open(cls, cfg: GenerateConfig, key: str | None) -> GenerationModel:
-        from pipeline_kit.inference.client import GenerationClient
 
         client = GenerationClient(cfg, key)
         return cls(client, await CodeRunner.start(cfg, client, say) if cfg.code_execution else None)
@@ -137,7 +139,6 @@ class Watched:
 async def generate_unit(cfg: GenerateConfig, task, key: str | None, done_key: dict[str, object]) -> Tally:
     """Every sample of `task` (its `rows`, `open_model(cfg, key)` and `sample(i, model)` for position i) not yet in
     the in-progress file. Returns the tally of failed samples: with any, the output is written but not done."""
-    from pipeline_kit.inference.progress import Progress
 
     rows = task.rows
     progress_file = unit_files.InProgress(cfg.output_file)
@@ -182,7 +183,6 @@ async def generate_unit(cfg: GenerateConfig, task, key: str | None, done_key: di
 
 def run(cfg: GenerateConfig) -> Tally | None:
     """One unit; returns its tally when some of its samples failed (it is then not done: no merge, no postprocess)."""
-    from pipeline_kit.inference import done_key
 
     out = Path(cfg.output_file)
     merged = unit_files.merged_file(out, cfg.chunk_id) if cfg.num_chunks is not None else None
@@ -243,8 +243,6 @@ def _input_digest(cfg: GenerateConfig) -> str:
 def main(argv: list[str] | None = None) -> int:
     failed: dict[str, Tally] = {}  # output file -> its tally, for the units with failed samples
     try:
-        from pipeline_kit.inference.units import expand
-
         for unit in expand(parse_generate_config(list(sys.argv[1:] if argv is None else argv))):
             tally = run(unit)
             if tally is not None:

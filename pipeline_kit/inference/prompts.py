@@ -13,6 +13,7 @@ from pathlib import Path
 import yaml
 
 from pipeline_kit.errors import UserError
+from pipeline_kit.grading.extraction import check_mode
 from pipeline_kit.resources import resource_dir
 
 PROMPTS_DIR = resource_dir("prompts")
@@ -144,8 +145,6 @@ def load_prompt_config(name: str) -> PromptConfig:
     check_examples(str(path), template, examples, system, data["user"])
     extract = data.get("extract")  # optional: the benchmark's EXTRACT, else boxed
     if extract is not None:
-        from pipeline_kit.grading.extraction import check_mode
-
         check_mode(extract, f"{path}: extract")
     return PromptConfig(
         source=str(path),

@@ -9,6 +9,7 @@ import random
 from dataclasses import dataclass
 
 from pipeline_kit.errors import UserError
+from pipeline_kit.inference import unit_files
 from pipeline_kit.inference.config import GenerateConfig
 from pipeline_kit.inference.prompts import PromptConfig
 from pipeline_kit.inference.refusals import is_transient, refusal, server_message
@@ -98,7 +99,6 @@ class RewardTask:
         return prompt_fields("prompt_config", cfg.prompt_config)
 
     def __init__(self, cfg: GenerateConfig):
-        from pipeline_kit.inference import unit_files
         from pipeline_kit.inference.prompts import load_prompt_config
 
         check_reward_settings(cfg)

@@ -9,19 +9,24 @@ import shlex
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from pipeline_kit.benchmarks import get_benchmark
 from pipeline_kit.cluster import ClusterConfig
+from pipeline_kit.components.client import CLIENT_PYTHON_VAR, ClientCommand
 from pipeline_kit.components.sandbox import SandboxSpec
 from pipeline_kit.errors import UserError, did_you_mean
 from pipeline_kit.evaluation.judge import judge_folder
 from pipeline_kit.jobs.generate import (
     GenerateSpec,
     UnitPlan,
+    client_container,
+    generate_jobs,
     generation_groups,
     model_inputs,
     plan_generation,
     split_units,
 )
 from pipeline_kit.jobs.options import JobOptions, JobPlan, chain
+from pipeline_kit.overrides import override_value
 from pipeline_kit.pipeline.model import AUTO_PORT, Command, CommandGroup, Endpoint, Job
 from pipeline_kit.servers.base import ServerSpec
 
@@ -94,7 +99,6 @@ class EvalSpec:
 
     def generate_spec(self, request: BenchmarkRequest) -> GenerateSpec:
         """The generate builder's spec for one benchmark: its data file, folder, seeds and default settings."""
-        from pipeline_kit.benchmarks import get_benchmark
 
         bench = get_benchmark(request.name, self.extra_datasets)
         sampled = request.samples > 0
@@ -130,7 +134,6 @@ class ClientSequence:
 
 def eval_jobs(cluster: ClusterConfig, spec: EvalSpec, options: JobOptions) -> list[Job]:
     """Generation jobs (per benchmark, or packed into --num_jobs), then a summarize job after all of them."""
-    from pipeline_kit.jobs.generate import generate_jobs
 
     specs = [spec.generate_spec(r) for r in spec.benchmarks]
     if cluster.executor == "none":  # the data paths are this machine's: say how to make a missing one
@@ -194,8 +197,6 @@ def _packed_jobs(
 ) -> list[Job]:
     """All units of all benchmarks spread over `num_jobs` jobs (an array when several), each running its share of
     every benchmark with one server."""
-    from pipeline_kit.components.client import ClientCommand
-    from pipeline_kit.overrides import override_value
 
     todo = [(i, unit) for i, plan in enumerate(plans) for unit in plan.todo]
     if not todo:
@@ -230,8 +231,6 @@ def _summarize_jobs(
 ) -> list[Job]:
     """`kit summarize` of the results folder once every generation job has ended (whatever its state: a failed
     benchmark still leaves the others' tables)."""
-    from pipeline_kit.components.client import CLIENT_PYTHON_VAR
-    from pipeline_kit.jobs.generate import client_container
 
     results = spec.output_dir.rstrip("/")  # summarize finds <results>/eval-results/<bench>/ and writes metrics.json
     python = f'"${{{CLIENT_PYTHON_VAR}:-{cluster.kit_python}}}"'

@@ -9,12 +9,19 @@ import shlex
 from dataclasses import dataclass, replace
 
 from pipeline_kit.cluster import ClusterConfig
-from pipeline_kit.components.sandbox import SandboxSpec
+from pipeline_kit.components.client import ClientCommand
+from pipeline_kit.components.sandbox import SANDBOX_NAME, SandboxSpec
+from pipeline_kit.components.server import SERVER_NAME, server_container, server_group
 from pipeline_kit.errors import UserError
+from pipeline_kit.inference import done_key
+from pipeline_kit.inference.config import GenerateConfig, check_generate_overrides, parse_generate_config
+from pipeline_kit.inference.registry import task_class
+from pipeline_kit.inference.tasks import config_value
 from pipeline_kit.inference.units import Unit, plan_units, split_units
 from pipeline_kit.jobs.options import JobOptions, JobPlan, chain
 from pipeline_kit.overrides import override_key, override_value, take_override
 from pipeline_kit.pipeline.model import AUTO_PORT, Command, CommandGroup, HardwareConfig, Job
+from pipeline_kit.selection.genselect_runs import run_files
 from pipeline_kit.servers.base import ServerSpec
 
 
@@ -77,7 +84,6 @@ class UnitPlan:
 def plan_generation(cluster: ClusterConfig, spec: GenerateSpec, input_final: bool = True) -> UnitPlan:
     """`input_final=False`: an earlier stage of the same run still writes the input, so no unit is taken as done
     here (the job checks the .done keys when it starts)."""
-    from pipeline_kit.inference.config import check_generate_overrides
 
     spec.server.validate()
     check_generate_overrides(spec.overrides)  # a typo stops here, before anything is queued
@@ -94,8 +100,6 @@ def plan_generation(cluster: ClusterConfig, spec: GenerateSpec, input_final: boo
     if spec.input_dir is None and not typed and input_final and os.path.isfile(input_path):
         _check_output_key(spec, input_path)
     if spec.input_dir is not None and input_final and cluster.executor == "none":
-        from pipeline_kit.selection.genselect_runs import run_files
-
         run_files(input_path)  # no runs there: say so now rather than in the job
     todo = units
     if not spec.rerun_done and input_final and _outputs_visible(cluster):
@@ -110,7 +114,6 @@ def plan_generation(cluster: ClusterConfig, spec: GenerateSpec, input_final: boo
 def _check_output_key(spec: GenerateSpec, input_path: str) -> None:
     """An input whose first record already holds `generation` needs ++generation_key (see inference.generate's
     output_key), said now rather than when the job starts."""
-    from pipeline_kit.inference.config import GenerateConfig
     from pipeline_kit.inference.generate import output_key
 
     key, _ = take_override(spec.overrides, "generation_key")
@@ -128,9 +131,7 @@ def _check_prompt_config(cluster: ClusterConfig, spec: GenerateSpec) -> None:
     """Load the prompt config the job will load (its few-shot examples checked with it), so that a bad one stops
     here: a shipped name, or a file this machine has (on none it must be here; elsewhere a path that is not here
     may be the cluster's, and the job checks it)."""
-    from pipeline_kit.inference.config import GenerateConfig
     from pipeline_kit.inference.prompts import PROMPTS_DIR, load_prompt_config
-    from pipeline_kit.inference.tasks import config_value
 
     task = _task(spec)
     if task.prompt_key is None:  # e.g. Magpie: it writes problems from the chat template alone
@@ -143,8 +144,6 @@ def _check_prompt_config(cluster: ClusterConfig, spec: GenerateSpec) -> None:
 
 def _task(spec: GenerateSpec):
     """The class of the spec's ++generation_type (tasks.GenerationTask): what its units read and are keyed by."""
-    from pipeline_kit.inference.config import GenerateConfig
-    from pipeline_kit.inference.registry import task_class
 
     generation_type, _ = take_override(spec.overrides, "generation_type")
     return task_class(generation_type or GenerateConfig.generation_type)
@@ -152,7 +151,6 @@ def _task(spec: GenerateSpec):
 
 def _script_config(spec: GenerateSpec, own: list[str]):
     """The generation script's config as the job will see it (the server's address is only known there)."""
-    from pipeline_kit.inference.config import parse_generate_config
 
     placeholder = f"++server.base_url={override_value(spec.server.address or 'http://resolved-in-the-job/v1')}"
     return parse_generate_config(
@@ -162,7 +160,6 @@ def _script_config(spec: GenerateSpec, own: list[str]):
 
 def _script_key(spec: GenerateSpec, own: list[str]) -> dict[str, object]:
     """The .done key of the script's config (the server's address is not part of it), before the per-unit fields."""
-    from pipeline_kit.inference import done_key
 
     cfg = _script_config(spec, own)
     task = _task(spec)
@@ -172,7 +169,6 @@ def _script_key(spec: GenerateSpec, own: list[str]) -> dict[str, object]:
 def _finished(unit: Unit, key: dict[str, object], output_dir: str) -> bool:
     """Done (the caller checked) and made with the same settings; done with other settings is an error that names
     what changed."""
-    from pipeline_kit.inference import done_key
 
     key = done_key.for_unit(key, unit.chunk_id, unit.seed)
     own = unit.output_file(output_dir)
@@ -222,7 +218,6 @@ def genselect_spec(spec: GenerateSpec) -> GenerateSpec:
 
 
 def _unit_jobs(cluster: ClusterConfig, spec: GenerateSpec, options: JobOptions, plan: UnitPlan) -> list[Job]:
-    from pipeline_kit.components.client import ClientCommand
 
     io = {"inputs": [plan.input_file, *model_inputs(spec.server)], "outputs": [plan.output_dir]}
     if not plan.todo:
@@ -275,7 +270,6 @@ def _outputs_visible(cluster: ClusterConfig) -> bool:
 
 def client_container(cluster: ClusterConfig, spec: GenerateSpec) -> str | None:
     """--container; else on Docker the server's (a Docker job runs in one container); else 'kit' if defined."""
-    from pipeline_kit.components.server import server_container
 
     if spec.container:
         cluster.container(spec.container)  # fails with the known keys when it is missing
@@ -290,8 +284,6 @@ def client_container(cluster: ClusterConfig, spec: GenerateSpec) -> str | None:
 def generation_groups(cluster: ClusterConfig, spec: GenerateSpec, client: object, array: bool) -> list[CommandGroup]:
     """One job: server group + client group (+ sandbox group): a het job on Slurm. An array job (several shares of
     the units) cannot be heterogeneous on Slurm, so each element runs everything side by side in one group."""
-    from pipeline_kit.components.sandbox import SANDBOX_NAME
-    from pipeline_kit.components.server import SERVER_NAME, server_container, server_group
 
     client_key = client_container(cluster, spec)
     sandboxed = spec.sandbox.group(cluster) if spec.sandbox else None

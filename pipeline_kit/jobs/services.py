@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pipeline_kit.cluster import ClusterConfig
 from pipeline_kit.components.sandbox import SandboxSpec
+from pipeline_kit.components.server import server_container, server_group
 from pipeline_kit.errors import UserError
 from pipeline_kit.jobs.options import JobOptions, JobPlan, chain
 from pipeline_kit.pipeline.model import Job
@@ -15,7 +16,6 @@ def server_jobs(
     cluster: ClusterConfig, spec: ServerSpec, port: int, options: JobOptions, container: str | None = None
 ) -> list[Job]:
     """A server on `port`, in `container` (default: the cluster's container named after the server type)."""
-    from pipeline_kit.components.server import server_container, server_group
 
     spec.validate()
     if not spec.starts_server:

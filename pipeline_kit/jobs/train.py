@@ -16,7 +16,15 @@ from pipeline_kit.jobs.options import JobOptions, JobPlan, chain
 from pipeline_kit.overrides import override_key, override_text
 from pipeline_kit.pipeline.model import AUTO_PORT, Command, CommandGroup, Endpoint, HardwareConfig, Job
 from pipeline_kit.servers.base import HEAD_HOST
+from pipeline_kit.slurm_time import slurm_seconds
 from pipeline_kit.training.backends import TrainerLaunch, TrainingBackend, load_backend
+from pipeline_kit.training.checkpoints import training_done
+from pipeline_kit.training.config import (
+    check_model_dir,
+    check_train_overrides,
+    parse_train_overrides,
+    read_training_records,
+)
 from pipeline_kit.training.trl_backend import TRAIN_PYTHON_VAR
 
 VLLM_NAME = "vllm_server"  # the `trl vllm-serve` command GRPO generates with
@@ -93,7 +101,6 @@ class TrainCommand:
 
 def train_jobs(cluster: ClusterConfig, spec: TrainSpec, options: JobOptions) -> list[Job]:
     """The training job (and its --dependent_jobs copies, each resuming where the previous one saved)."""
-    from pipeline_kit.training.config import check_train_overrides, parse_train_overrides
 
     model, data, output_dir = (_job_path(cluster, f, p) for f, p in (
         ("--model", spec.model), ("--training_data", spec.training_data), ("--output_dir", spec.output_dir)))  # fmt: skip
@@ -156,7 +163,6 @@ def trainer_container(cluster: ClusterConfig, spec: TrainSpec) -> str | None:
 def save_by_seconds(cluster: ClusterConfig, spec: TrainSpec, backend: TrainingBackend, options: JobOptions):
     """For a backend that saves by its own clock: seconds of training before it saves and stops, the Slurm time
     limit less --save_before_timeout (None off Slurm, without a limit, or for a backend that saves on SIGUSR1)."""
-    from pipeline_kit.slurm_time import slurm_seconds
 
     limit = cluster.time_limit(options.partition, options.time_min)
     if backend.saves_on_signal or cluster.executor != "slurm" or not limit:
@@ -199,7 +205,6 @@ def _check_visible_inputs(cluster: ClusterConfig, cfg, options: JobOptions) -> N
     """The model folder and every training record, checked now where kit sees them: on none (a missing one is an
     error unless an earlier stage makes it); on Slurm without a tunnel when the path exists here. Otherwise the job
     checks them when it starts."""
-    from pipeline_kit.training.config import check_model_dir, read_training_records
 
     model, data = cfg.model, cfg.training_data
     if cluster.executor == "none":  # the job runs on this machine
@@ -207,8 +212,6 @@ def _check_visible_inputs(cluster: ClusterConfig, cfg, options: JobOptions) -> N
     if cluster.executor not in ("none", "slurm") or cluster.ssh_tunnel is not None:
         return
     if cfg.backend == "trl":
-        from pipeline_kit.training.checkpoints import training_done
-
         done = training_done(cfg.output_dir, cfg.max_steps)
         if done:  # the job would say so in its log and succeed
             print(f"kit: warning: this job trains nothing: {done}.", file=sys.stderr)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from pipeline_kit.cluster import ClusterConfig
+from pipeline_kit.cluster import ClusterConfig, load_cluster_config
 from pipeline_kit.errors import JobFailed, UserError
 from pipeline_kit.launch import monitor, records
 from pipeline_kit.launch.monitor import FINAL, JobStatus
@@ -59,8 +59,6 @@ class Experiment:
         """The newest submission of `expname` on `cluster` (a ClusterConfig, or a config name or YAML path looked up
         as `--cluster` is, with `config_dir` first; None: the `none` cluster)."""
         if not isinstance(cluster, ClusterConfig):
-            from pipeline_kit.cluster import load_cluster_config
-
             cluster = load_cluster_config(cluster, config_dir)
         record = records.load_latest(cluster, expname)
         return cls(expname, record.run_id, cluster, record, {j.name: j.state for j in record.jobs if j.state})

@@ -3,8 +3,11 @@ and cancels it. Everything starts from the experiment record."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import shlex
+import signal
 import sys
 import time
 from dataclasses import dataclass, field
@@ -12,6 +15,7 @@ from pathlib import Path
 
 from pipeline_kit.atomic import write_atomic
 from pipeline_kit.cluster import ClusterConfig
+from pipeline_kit.launch.nemorun_env import import_nemo_run
 from pipeline_kit.launch.records import ExperimentRecord, JobRecord
 from pipeline_kit.launch.remote import remote_run
 from pipeline_kit.pipeline.render import CANCELLED_RC
@@ -180,10 +184,6 @@ def experiment_status(cluster: ClusterConfig, record: ExperimentRecord) -> list[
 
 
 def _nemo_run_states(cluster: ClusterConfig, record: ExperimentRecord) -> dict[str, str]:
-    import contextlib
-    import io
-
-    from pipeline_kit.launch.nemorun_env import import_nemo_run
 
     run = import_nemo_run(cluster)
     with contextlib.redirect_stdout(io.StringIO()):
@@ -283,10 +283,6 @@ def cancel_experiment(cluster: ClusterConfig, record: ExperimentRecord) -> list[
         return [j.name for j in record.jobs if j.slurm_ids]
     if record.executor == "none":
         return [job.name for job in record.jobs if job.state is None and _signal_local_job(record, job)]
-    import contextlib
-    import io
-
-    from pipeline_kit.launch.nemorun_env import import_nemo_run
 
     run = import_nemo_run(cluster)
     acted = []
@@ -304,7 +300,6 @@ def cancel_experiment(cluster: ClusterConfig, record: ExperimentRecord) -> list[
 
 def _signal_local_job(record: ExperimentRecord, job: JobRecord) -> bool:
     """SIGTERM to a none job's script (its pid file; checked to still be that script); its trap stops its commands."""
-    import signal
 
     try:
         pid = int((Path(record.log_dir) / f"{job.name}.pid").read_text())

@@ -13,6 +13,7 @@ from types import ModuleType
 
 from pipeline_kit.cluster import ClusterConfig, SshTunnelConfig
 from pipeline_kit.errors import UserError
+from pipeline_kit.launch import sbatch_script
 
 
 def import_nemo_run(cluster: ClusterConfig) -> ModuleType:
@@ -28,8 +29,6 @@ def import_nemo_run(cluster: ClusterConfig) -> ModuleType:
     _skip_lepton_sdk()
     with _modules_blocked(NOT_FOR_NEMO_RUN):
         import nemo_run
-
-    from pipeline_kit.launch import sbatch_script
 
     sbatch_script.install(nemo_run)
     return nemo_run

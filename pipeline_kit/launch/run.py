@@ -11,6 +11,7 @@ import time
 from pipeline_kit.errors import SubmissionRefused, UserError
 from pipeline_kit.launch import records
 from pipeline_kit.launch.experiment import Experiment
+from pipeline_kit.launch.mounts import user_mounts
 from pipeline_kit.launch.packaging import PackagedCode, package_code, plan_code
 from pipeline_kit.launch.submit import Submission
 from pipeline_kit.pipeline.pipeline import Pipeline
@@ -118,7 +119,6 @@ def visible_path(pipeline: Pipeline, job, path: str) -> str | None:
     cluster reached without SSH (this is its login node) and on Docker, the path itself for a job without
     containers, else the host side of the container mount that holds it (a path no mount holds may be inside
     the image)."""
-    from pipeline_kit.launch.mounts import user_mounts
 
     cluster = pipeline.cluster
     if cluster.executor == "none":

@@ -7,7 +7,9 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import signal
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,7 +18,9 @@ from pipeline_kit.errors import UserError
 from pipeline_kit.launch import records
 from pipeline_kit.launch.executors import adjust_slurm_task, docker_executor, local_executor, slurm_executor
 from pipeline_kit.launch.experiment import Experiment
+from pipeline_kit.launch.follow import LogFollower, service_logs
 from pipeline_kit.launch.images import prepare_slurm_images
+from pipeline_kit.launch.monitor import cancel_experiment, local_outcome
 from pipeline_kit.launch.mounts import check_sources_at_submission
 from pipeline_kit.launch.nemorun_env import import_nemo_run
 from pipeline_kit.launch.packaging import CONTAINER_CODE_DIR, PackagedCode
@@ -24,7 +28,7 @@ from pipeline_kit.launch.remote import remote_run
 from pipeline_kit.launch.sbatch_errors import refusal_reason, what_to_fix
 from pipeline_kit.pipeline.model import Job
 from pipeline_kit.pipeline.pipeline import Pipeline
-from pipeline_kit.pipeline.render import ScriptContext, local_job_script, slurm_group_script
+from pipeline_kit.pipeline.render import CANCELLED_RC, ScriptContext, local_job_script, slurm_group_script
 
 DEFAULT_MAX_ARRAY_SIZE = 1001  # Slurm's default MaxArraySize: indices 0..1000
 
@@ -201,7 +205,6 @@ class Submission:
         p = self.pipeline
         if follow is None or p.cluster.executor == "slurm":
             return self._submit(run_id)
-        from pipeline_kit.launch.follow import LogFollower, service_logs
 
         if p.cluster.executor == "local":
             _check_docker_daemon()  # its error stays the only line
@@ -212,7 +215,6 @@ class Submission:
 
     def _submit(self, run_id: str) -> Experiment:
         """Queue the jobs (on none/local: run them, and wait until they end) and record them."""
-        from pipeline_kit.launch.monitor import local_outcome
 
         p = self.pipeline
         containers = any(g.container for j in self.jobs for g in j.groups)
@@ -308,14 +310,10 @@ def _cancel_on_interrupt(cluster, record: records.ExperimentRecord):
     """On none and Docker, Ctrl-C (or SIGTERM, SIGHUP) cancels the running jobs (a none script stops what it started; Docker kills the
     container), so nemo-run's wait ends normally with the jobs CANCELLED. A KeyboardInterrupt inside that wait would
     leave it hanging on its threads."""
-    import signal
-    import threading
 
     if cluster.executor == "slurm" or threading.current_thread() is not threading.main_thread():
         yield
         return
-    from pipeline_kit.launch.monitor import cancel_experiment, local_outcome
-    from pipeline_kit.pipeline.render import CANCELLED_RC
 
     def cancel(signum, frame):
         print("kit: interrupted; cancelling the running jobs", file=sys.stderr, flush=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import os
 import signal
 import sys
@@ -155,7 +156,6 @@ MATH_LIBRARIES = ("numpy", "sympy")  # executed code runs in this interpreter's 
 
 
 def missing_libraries() -> list[str]:
-    import importlib.util
 
     return [name for name in MATH_LIBRARIES if importlib.util.find_spec(name) is None]
 

@@ -4,10 +4,13 @@ matched by `id`, or by line order when the records have none) and the picks it w
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from pathlib import Path
 
 from pipeline_kit.errors import UserError
+from pipeline_kit.grading.extraction import extract_answer
+from pipeline_kit.grading.grade import ADDED
 from pipeline_kit.jsonl import numbered_records
 from pipeline_kit.selection.genselect import Solution
 
@@ -32,9 +35,6 @@ def run_files(input_dir: str | Path) -> list[Path]:
 def runs_digest(input_dir: str | Path) -> str:
     """One content hash of every run (names and records, less the fields grading adds: grading a run in place, as
     kit select and kit summarize do, leaves GenSelect's picks valid): the input part of GenSelect's .done key."""
-    import json
-
-    from pipeline_kit.grading.grade import ADDED
 
     h = hashlib.sha256()
     for path in run_files(input_dir):
@@ -48,7 +48,6 @@ def runs_digest(input_dir: str | Path) -> str:
 
 def read_problems(input_dir: str | Path) -> list[tuple[int, list[Solution]]]:
     """(line number in the first run, its solutions in run order) per problem, in the first run's order."""
-    from pipeline_kit.grading.extraction import extract_answer
 
     files = run_files(input_dir)
     runs: list[list[tuple[int, dict]]] = []

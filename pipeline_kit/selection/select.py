@@ -10,7 +10,9 @@ from pathlib import Path
 
 from pipeline_kit.atomic import write_atomic
 from pipeline_kit.errors import UserError
+from pipeline_kit.grading.grade import find_files, grade_files
 from pipeline_kit.jsonl import numbered_records
+from pipeline_kit.selection.genselect_runs import read_picks
 from pipeline_kit.selection.voting import Candidate, majority, sc_tir_keeps, vote_weight, weighted
 
 METHODS = {"majority": majority, "weighted": weighted, "sc-tir": majority}  # sc-tir votes over the kept samples
@@ -18,7 +20,6 @@ METHODS = {"majority": majority, "weighted": weighted, "sc-tir": majority}  # sc
 
 def run_files(input_dir: str) -> list[Path]:
     """The sampled runs (output-rs*.jsonl) under the folder, else its output*.jsonl."""
-    from pipeline_kit.grading.grade import find_files
 
     files = find_files([input_dir])
     sampled = [f for f in files if f.name.startswith("output-rs")]
@@ -61,7 +62,6 @@ def read_runs(
 def genselect_picks(input_dir: str) -> dict[str, dict]:
     """{id: GenSelect's record} of the first finished GenSelect output in <input_dir>/genselect/ (what `kit generate
     --genselect` writes); none is an error that says how to make one."""
-    from pipeline_kit.selection.genselect_runs import read_picks
 
     folder = Path(input_dir) / "genselect"
     picks = read_picks(folder) if folder.is_dir() else {}
@@ -88,7 +88,6 @@ def _picked(pid: str, pairs: list, picks: dict[str, dict], names: list[str], inp
 
 def select(input_dir: str, method: str, output_file: str, weight_field: str | None = None) -> str:
     """Write the chosen record of every problem to `output_file`; returns a one-line summary."""
-    from pipeline_kit.grading.grade import grade_files
 
     if method not in METHODS and method != "genselect":
         raise UserError(f"--method={method} is not one of {', '.join(METHODS)}, genselect.")

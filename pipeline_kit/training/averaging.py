@@ -6,6 +6,7 @@ newest N of a run), written as a new Hugging Face folder. Used by both backends 
 
 from __future__ import annotations
 
+import json
 import shutil
 import sys
 from pathlib import Path
@@ -63,7 +64,6 @@ HALF = {"bfloat16", "float16"}
 
 def model_dtype(folder: str | Path) -> str | None:
     """The dtype a Hugging Face folder's config.json names (`dtype`, or the older `torch_dtype`), if any."""
-    import json
 
     config = json.loads((Path(folder) / "config.json").read_text())
     return config.get("dtype") or config.get("torch_dtype")
@@ -72,7 +72,6 @@ def model_dtype(folder: str | Path) -> str | None:
 def cast_weights(folder: Path, dtype: str) -> None:
     """Rewrite the folder's floating-point weights (fp32 master weights of a mixed-precision run) in `dtype`, and say
     so in its config.json: the trained model keeps its base's size."""
-    import json
 
     import torch
     from safetensors.torch import load_file, save_file

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from pipeline_kit.atomic import write_atomic
 from pipeline_kit.errors import UserError
+from pipeline_kit.training.averaging import average_checkpoints, cast_weights
 
 COMPLETE = "kit-complete"  # written into checkpoint-N once the trainer finished saving it
 SETTINGS = "kit-train.json"  # the settings of the run that wrote <output_dir>; a resume must keep them
@@ -200,16 +201,12 @@ def publish_final(
     if trainer.accelerator.is_main_process:
         tokenizer.save_pretrained(tmp)
         if average_last > 1:
-            from pipeline_kit.training.averaging import average_checkpoints
-
             step = trainer.state.global_step
             earlier = [folder for n, folder, complete in checkpoints(output_dir) if complete and n < step]
             chosen = [*earlier[-(average_last - 1) :], tmp]
             say(f"final: the average of {', '.join(p.name for p in chosen[:-1])} and step {step}")
             average_checkpoints(chosen, tmp)
         if dtype is not None:
-            from pipeline_kit.training.averaging import cast_weights
-
             cast_weights(tmp, dtype)
         old = final.with_name(f".{FINAL}.old-{os.getpid()}")
         if final.exists():

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, field
+from importlib.util import find_spec
 from pathlib import Path
 
 from pipeline_kit.errors import UserError
+from pipeline_kit.jsonl import numbered_records
 from pipeline_kit.overrides import MISSING, check_overrides, parse_overrides
+from pipeline_kit.training.backends import load_backend
 
 ALGORITHMS = ("sft", "grpo")
 # the fields each algorithm needs in every training record (kit prepare_sft_data / prepare_rl_data write them)
@@ -146,7 +149,6 @@ def changed_keys(cfg: TrainConfig, keys) -> list[str]:
 
 def _check_backend(cfg: TrainConfig) -> None:
     """The settings the backend (training/__init__.py's BACKENDS, or a user's module:Class) cannot honour."""
-    from pipeline_kit.training.backends import load_backend
 
     load_backend(cfg.backend).check_config(cfg)
 
@@ -156,7 +158,6 @@ TRAINING_LIBRARIES = ("torch", "transformers", "trl", "datasets", "accelerate", 
 
 def check_training_libraries(python: str = sys.executable) -> None:
     """The trainer's Python has the `train` extra (a clear line instead of an import traceback in the job)."""
-    from importlib.util import find_spec
 
     missing = [name for name in TRAINING_LIBRARIES if find_spec(name) is None]
     if missing:
@@ -178,7 +179,6 @@ def check_model_dir(path: str, flag: str = "++model") -> None:
 def read_training_records(path: str, algorithm: str, flag: str = "++training_data") -> list[dict]:
     """Every record of the training JSONL, each checked for the fields `algorithm` needs (one error naming the
     line)."""
-    from pipeline_kit.jsonl import numbered_records
 
     file = Path(path)
     if not file.is_file():

@@ -28,7 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipeline_kit.atomic import write_atomic
+from pipeline_kit.benchmarks import benchmark_names, get_benchmark
 from pipeline_kit.errors import UserError, closest
+from pipeline_kit.grading.grade import grade_files
 from pipeline_kit.jsonl import numbered_records
 
 GLOB = "output*.jsonl"
@@ -81,7 +83,6 @@ class Decontaminator:
 
 def benchmark_list(decontaminate: str | None, enabled: bool) -> list[str]:
     """The benchmark names of --decontaminate (comma-separated, or `all`, the default); [] with --no_decontaminate."""
-    from pipeline_kit.benchmarks import benchmark_names
 
     if not enabled:
         if decontaminate is not None:
@@ -105,7 +106,6 @@ def benchmark_list(decontaminate: str | None, enabled: bool) -> list[str]:
 
 def load_decontaminator(names: list[str], n: int, data_dir: str | Path | None) -> Decontaminator | None:
     """The n-gram index of the prepared test files of `names`; None when `names` is empty (no decontamination)."""
-    from pipeline_kit.benchmarks import get_benchmark
 
     if n < 1:
         raise UserError(f"--ngram={n}: must be at least 1 (13 is usual); pass e.g. --ngram=13.")
@@ -161,8 +161,6 @@ def _read_outputs(files: list[Path], need_grades: bool) -> dict[Path, list[tuple
     read = {path: list(_records(path)) for path in files}
     ungraded = [p for p, recs in read.items() if need_grades and any("symbolic_correct" not in r for _, r in recs)]
     if ungraded:
-        from pipeline_kit.grading.grade import grade_files
-
         grade_files(ungraded)
         read.update({path: list(_records(path)) for path in ungraded})
     for path, recs in read.items():

@@ -10,6 +10,7 @@ nothing here imports NeMo-RL: the job runs it inside its container, where `uv ru
 from __future__ import annotations
 
 import math
+import os
 import shlex
 from pathlib import PurePosixPath
 
@@ -52,7 +53,6 @@ class NemoRlBackend(TrainingBackend):
             )
 
     def check_here(self, cfg: TrainConfig, env: dict[str, str]) -> None:
-        import os
 
         if not os.path.isdir(cfg.nemo_rl_dir):
             raise UserError(

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import shlex
 
+from pipeline_kit.errors import UserError
 from pipeline_kit.training.backends import TrainerLaunch, TrainingBackend
+from pipeline_kit.training.config import NEMO_RL_ONLY, changed_keys, check_training_libraries
 
 TRAIN_PYTHON_VAR = "KIT_TRAIN_PYTHON"  # a cluster config may point it at an env with the training extras
 TRAINER_MODULE = "pipeline_kit.training.trl_train"
@@ -20,15 +22,12 @@ class TrlBackend(TrainingBackend):
     container_keys = ("trainer", "kit")  # dockerfiles/Dockerfile.train, else kit's own image
 
     def check_config(self, cfg) -> None:
-        from pipeline_kit.errors import UserError
-        from pipeline_kit.training.config import NEMO_RL_ONLY, changed_keys
 
         changed = changed_keys(cfg, NEMO_RL_ONLY)
         if changed:
             raise UserError(f"++{changed[0]} is a NeMo-RL setting; add --backend=nemo_rl or drop it.")
 
     def check_here(self, cfg, env: dict[str, str]) -> None:
-        from pipeline_kit.training.config import check_training_libraries
 
         if TRAIN_PYTHON_VAR not in env:
             check_training_libraries()  # the job runs this very Python

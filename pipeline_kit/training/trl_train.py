@@ -13,6 +13,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from pipeline_kit.errors import UserError
+from pipeline_kit.training.averaging import HALF, model_dtype
 from pipeline_kit.training.checkpoints import (
     FINAL,
     SaveRequest,
@@ -31,6 +32,7 @@ from pipeline_kit.training.config import (
     parse_train_overrides,
     read_training_records,
 )
+from pipeline_kit.training.rewards import GraderReward, make_eval_callback
 
 
 def conversations(cfg: TrainConfig, records: list[dict]) -> list[dict]:
@@ -53,7 +55,6 @@ def conversations(cfg: TrainConfig, records: list[dict]) -> list[dict]:
 def final_dtype(cfg: TrainConfig) -> str | None:
     """A half-precision base model's dtype: the final model is saved in it (training keeps fp32 master weights
     under bf16/fp16 autocast, which would double the saved size); None keeps what the trainer has."""
-    from pipeline_kit.training.averaging import HALF, model_dtype
 
     dtype = model_dtype(cfg.model)
     return dtype if dtype in HALF else None
@@ -125,8 +126,6 @@ def build_trainer(cfg: TrainConfig, rows: list[dict], tokenizer):
         return SFTTrainer(args=args, **common)
     from trl import GRPOConfig, GRPOTrainer
 
-    from pipeline_kit.training.rewards import GraderReward
-
     vllm = {}
     if cfg.vllm_server:
         vllm = {"use_vllm": True, "vllm_mode": "server", "vllm_server_base_url": cfg.vllm_server}
@@ -145,7 +144,6 @@ def build_trainer(cfg: TrainConfig, rows: list[dict], tokenizer):
 def add_eval(cfg: TrainConfig, trainer, records: list[dict], tokenizer) -> None:
     if cfg.algorithm != "grpo" or not cfg.eval_steps:
         return
-    from pipeline_kit.training.rewards import make_eval_callback
 
     held = read_training_records(cfg.eval_data, "grpo", "++eval_data") if cfg.eval_data else records
     held = held[: cfg.eval_size]
