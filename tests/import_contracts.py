@@ -78,3 +78,30 @@ def loop(graph: ImportGraph, group: list[str]) -> list[str]:
     successors = [m for m in graph.find_modules_directly_imported_by(first) if m in group]
     back = min((graph.find_shortest_chain(importer=m, imported=first) for m in successors), key=len)
     return [first, *back]
+
+
+def package_graph(root: str = "pipeline_kit") -> dict[str, list[str]]:
+    """Each subpackage (or top-level module) of ROOT -> the ones it imports, imports inside functions included."""
+    import grimp
+
+    graph = grimp.build_graph(root)
+
+    def part(module: str) -> str:
+        return ".".join(module.split(".")[:2])
+
+    out: dict[str, set[str]] = {}
+    for module in graph.modules:
+        if module == root:
+            continue
+        for imported in graph.find_modules_directly_imported_by(module):
+            if imported.startswith(f"{root}.") and part(imported) != part(module):
+                out.setdefault(part(module), set()).add(part(imported))
+        out.setdefault(part(module), set())
+    return {k: sorted(v) for k, v in sorted(out.items())}
+
+
+if __name__ == "__main__":  # python tests/import_contracts.py: the package-level import graph, one line a package
+    for package, imports in package_graph().items():
+        print(
+            f"{package.removeprefix('pipeline_kit.')} -> {', '.join(i.removeprefix('pipeline_kit.') for i in imports) or '-'}"
+        )
