@@ -3,7 +3,7 @@ elsewhere). It logs every completion request it receives (one JSON line), so tes
 
   python stub_openai_server.py PORT REQUEST_LOG [--delay S] [--die_after N] [--never_ready] [--context_limit C]
                                [--tir_rounds N [--tir_code TEMPLATE]] [--add_seed]
-                               [--fail_status CODE [--fail_when TEXT]]
+                               [--fail_status CODE [--fail_when TEXT]] [--script FILE]
 
 Answers `\\boxed{<the number in the last message>}` (plus the request's seed with --add_seed); prompts over C
 characters get the 400 error vLLM gives. With --fail_status CODE, requests whose prompt holds TEXT (every request
@@ -13,7 +13,10 @@ scripted tool-using model: until the prompt holds N ```output blocks it writes a
 {numbers} = the problem's numbers joined by +, {round}), honouring `stop` like vLLM; then it answers
 \\boxed{<the last output>}. Only the sandbox can compute that output. To a judge prompt (prompts/judge/math.yaml)
 it says "Judgement: Yes" when the expected and predicted answers are the same string; to
-a GenSelect prompt (prompts/generic/genselect.yaml) it names the solution with the largest \\boxed number."""
+a GenSelect prompt (prompts/generic/genselect.yaml) it names the solution with the largest \\boxed number.
+With --script FILE (a JSON list of {"match": REGEX, "replies": [TEXT, ...]}) the first rule whose REGEX finds the
+prompt (re.S) answers replies[seed % len(replies)] as written; a prompt no rule finds gets an HTTP 400 (which is
+not retried), so a test's script covers every request it causes."""
 
 from __future__ import annotations
 
@@ -39,7 +42,12 @@ def main() -> None:
     ap.add_argument("--add_seed", action="store_true")
     ap.add_argument("--fail_status", type=int, default=0)
     ap.add_argument("--fail_when", default="")
+    ap.add_argument("--script")
     args = ap.parse_args()
+    script = []
+    if args.script:
+        with open(args.script) as f:
+            script = [(re.compile(rule["match"], re.S), rule["replies"]) for rule in json.load(f)]
     lock = threading.Lock()
     served = [0]
 
@@ -95,6 +103,12 @@ def main() -> None:
             text = f"\\boxed{{{answer + ((body.get('seed') or 0) if args.add_seed else 0)}}}"
             if args.tir_rounds:
                 text = tir_answer(body, chat)
+            if script:
+                replies = next((replies for rx, replies in script if rx.search(prompt)), None)
+                if replies is None:
+                    self.reply(400, {"error": {"message": f"no script rule finds {prompt!r}", "code": 400}})
+                    return
+                text = replies[(body.get("seed") or 0) % len(replies)]
             judged = re.search(r"Expected answer: (.*)\nPredicted answer: (.*)", prompt)
             if judged:  # a judge prompt (prompts/judge/math.yaml): equal strings are a Yes
                 text = f"Compared.\nJudgement: {'Yes' if judged[1].strip() == judged[2].strip() else 'No'}"

@@ -24,7 +24,11 @@ FOBAR_QUESTION = "If we know the answer to the above question is {answer}, what 
 _NUMBER = re.compile(r"(?<![\w.])\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\w]|\.\d)|(?<![\w.,])\d+(?:\.\d+)?(?![\w]|[.,]\d)")
 _VARIABLE_X = re.compile(r"(?<![A-Za-z\\])x(?![A-Za-z])")  # the question already has an x: masking would clash
 _OUTPUT = re.compile(r"output(?:-rs\d+)?\.jsonl")  # a generation stage's merged outputs
-_LABEL = re.compile(r"^\s*(?:\*\*)?(?:rephrased|rewritten)(?: question)?\s*:\s*(?:\*\*)?\s*", re.I)
+# a reply's leading label: "Rephrased question:", "**Rewritten Question:**", "Question:" (the prompt's own label)
+_LABEL = re.compile(
+    r"^\s*(?:\*\*)?(?:(?:rephrased|rewritten|reworded)(?: question)?|question)\s*:\s*(?:\*\*)?\s*", re.I
+)
+_SOLVED = ("\\boxed", "\\fbox")  # a reply holding these solved the question instead of rewriting it
 
 
 def read_problems(path: str | Path) -> list[dict]:
@@ -87,7 +91,7 @@ def rephrasing(text: str | None) -> str:
     """The question a rephrase reply holds: stripped, a leading "Rephrased question:" label dropped; "" when the
     reply holds a \\boxed{} (the model solved the question instead: its answer would leak into the query)."""
     text = _LABEL.sub("", text or "").strip()
-    return "" if "\\boxed" in text or "\\fbox" in text else text
+    return "" if any(mark in text for mark in _SOLVED) else text
 
 
 def sv_question(statement: str | None) -> str | None:
@@ -98,50 +102,99 @@ def sv_question(statement: str | None) -> str | None:
     return statement if statement.endswith(SV_QUESTION) else f"{statement} {SV_QUESTION}"
 
 
+def sv_verdict(reply: dict, masked: dict) -> tuple[str, str | None]:
+    """("keep", the SV question), or (why the statement gives none, None): a failed request, no x to ask about, or
+    the value of x given away (a \\boxed{}, or "x = 3" / "x is 3" with the masked number)."""
+    if "error" in reply:
+        return "failed_request", None
+    text = sv_question(reply["generation"])
+    if text is None:
+        return "no_x", None
+    value = re.escape(masked["masked_value"])
+    if any(mark in text for mark in _SOLVED) or re.search(
+        rf"(?<![A-Za-z\\])x\s*(?:=|is)\s*\$?{value}(?!\d|[.,]\d)", text
+    ):
+        return "solved_instead", None
+    return "keep", text
+
+
 def generated(folder: str) -> list[tuple[Path, int, dict]]:
-    """(file, line, record) of a generation stage's output.jsonl / output-rs{seed}.jsonl, less failed requests."""
+    """(file, line, record) of a generation stage's output.jsonl / output-rs{seed}.jsonl, failed requests (records
+    with an `error`) included: the callers count them."""
     files = sorted(f for f in Path(folder).glob("output*.jsonl") if _OUTPUT.fullmatch(f.name))
     if not files:
         raise UserError(f"{folder}: no output.jsonl or output-rs*.jsonl; the generation stage before wrote nothing.")
-    return [(f, n, rec) for f in files for n, rec in read_jsonl(f) if "error" not in rec]
+    return [(f, n, rec) for f in files for n, rec in read_jsonl(f)]
 
 
 def question(kind: str, original_id, problem: str, answer: str) -> dict:
     return {"type": TYPES[kind], "original_id": original_id, "problem": problem, "expected_answer": answer}
 
 
+def rephrase_verdict(reply: dict, original: dict, seen: set) -> tuple[str, str]:
+    """("keep", the rephrased question), or (why the reply gives no question, ""); seen: the (id, question) pairs
+    kept so far."""
+    if "error" in reply:
+        return "failed_request", ""
+    text = rephrasing(reply["generation"])
+    key = (original["original_id"], " ".join(text.split()))
+    if not text:
+        return ("solved_instead" if _LABEL.sub("", reply["generation"] or "").strip() else "empty"), ""
+    if key[1] == " ".join(original["problem"].split()):
+        return "same_as_original", ""
+    if key in seen:
+        return "duplicate", ""
+    seen.add(key)
+    return "keep", text
+
+
 def build(prepared: str, methods: list[str], out_file: str, rephrase_dir: str | None, sv_dir: str | None) -> str:
     """The questions to solve: the originals (AnsAug), each distinct rephrasing (its answer the original's), each
-    self-verification statement that asks about x, and the FOBAR questions (their answers the masked numbers)."""
+    self-verification statement that asks about x, and the FOBAR questions (their answers the masked numbers).
+    stats.json beside out_file counts, per type, the candidates, the questions built and the rest by reason."""
     originals = [r for _, r in read_jsonl(Path(prepared) / "originals.jsonl")]
     masked = [r for _, r in read_jsonl(Path(prepared) / "masked.jsonl")]
     by_id = {r["original_id"]: r for r in originals}
     masked_by_id = {r["original_id"]: r for r in masked}
+    stats = {TYPES[m]: {"candidates": 0, "questions": 0, "questions_dropped": Counter()} for m in methods}
     out: list[dict] = []
+
+    def add(kind: str, verdict: str, q: dict | None = None) -> None:
+        counts = stats[TYPES[kind]]
+        counts["candidates"] += 1
+        if verdict == "keep":
+            counts["questions"] += 1
+            out.append(q)
+        else:
+            counts["questions_dropped"][verdict] += 1
+
     if "ansaug" in methods:
-        out += [question("ansaug", r["original_id"], r["problem"], r["expected_answer"]) for r in originals]
+        for r in originals:
+            add("ansaug", "keep", question("ansaug", r["original_id"], r["problem"], r["expected_answer"]))
     if "rephrase" in methods:
-        seen = {(r["original_id"], " ".join(r["problem"].split())) for r in originals}
+        seen = set()
         for path, line_no, rec in generated(required_dir("--rephrase_dir", rephrase_dir)):
             original = lookup(by_id, rec, f"{path}:{line_no}")
-            text = rephrasing(rec.get("generation"))  # a failed request has no generation: nothing to keep
-            key = (original["original_id"], " ".join(text.split()))
-            if text and key not in seen:
-                seen.add(key)
-                out.append(question("rephrase", original["original_id"], text, original["expected_answer"]))
+            verdict, text = rephrase_verdict(rec, original, seen)
+            add("rephrase", verdict, question("rephrase", original["original_id"], text, original["expected_answer"]))
+    for kind in ("sv", "fobar"):  # an original without a number to mask has neither
+        if kind in methods:
+            for _ in range(len(originals) - len(masked)):
+                add(kind, "no_number_to_mask")
     if "sv" in methods:
         for path, line_no, rec in generated(required_dir("--sv_dir", sv_dir)):
             source = lookup(masked_by_id, rec, f"{path}:{line_no}")
-            text = sv_question(rec.get("generation"))
-            if text:
-                out.append(question("sv", source["original_id"], text, source["masked_value"]))
+            verdict, text = sv_verdict(rec, source)
+            add("sv", verdict, text and question("sv", source["original_id"], text, source["masked_value"]))
     if "fobar" in methods:
         for r in masked:
             text = f"{r['masked_question'].rstrip()} {FOBAR_QUESTION.format(answer=r['answer'])}"
-            out.append(question("fobar", r["original_id"], text, r["masked_value"]))
+            add("fobar", "keep", question("fobar", r["original_id"], text, r["masked_value"]))
     write_jsonl(out_file, out)
-    counts = Counter(q["type"] for q in out)
-    return f"{len(out)} questions to solve: " + ", ".join(f"{counts[TYPES[m]]} {TYPES[m]}" for m in methods)
+    from pipeline_kit.atomic import write_atomic
+
+    write_atomic(Path(out_file).parent / "stats.json", json.dumps(stats, indent=2) + "\n")
+    return f"{len(out)} questions to solve: " + ", ".join(f"{stats[TYPES[m]]['questions']} {TYPES[m]}" for m in methods)
 
 
 def required_dir(flag: str, value: str | None) -> str:
@@ -156,23 +209,41 @@ def lookup(rows_by_id: dict, rec: dict, where: str) -> dict:
     return rows_by_id[rec["original_id"]]
 
 
-def collect(solve_dir: str, out_file: str, stats_file: str) -> str:
+def solution_verdict(rec: dict, seen: set) -> str:
+    """ "keep", or why a graded solution is not kept (seen: the (problem, generation) pairs kept so far)."""
+    if "error" in rec:
+        return "failed_request"
+    if rec["symbolic_correct"] is True:
+        return "duplicate" if (rec["problem"], rec["generation"]) in seen else "keep"
+    if rec["predicted_answer"] is None:
+        return "no_answer"
+    return "grading_timed_out" if rec["grading_timed_out"] else "wrong_answer"
+
+
+def collect(solve_dir: str, build_stats: str, out_file: str, stats_file: str) -> str:
     """metamath.jsonl: every distinct graded solution whose answer the grader found equal to its question's
-    expected answer, as MetaMathQA's query/response plus kit's problem/generation; stats.json counts by type."""
+    expected answer, as MetaMathQA's query/response plus kit's problem/generation. stats.json: per type, the build
+    step's counts (build_stats) with the solutions, the kept ones and the rest by reason."""
+    try:
+        stats = json.loads(Path(build_stats).read_text())
+    except (OSError, ValueError) as e:
+        raise UserError(f"{build_stats}: cannot read the build step's counts ({e}); rerun the recipe.") from None
+    for counts in stats.values():
+        counts |= {"solutions": 0, "kept": 0, "solutions_dropped": Counter()}
     kept, seen = [], set()
-    stats = {t: {"questions": 0, "solutions": 0, "kept": 0} for t in TYPES.values()}
-    questions = set()
     for path, line_no, rec in generated(solve_dir):
         where = f"{path}:{line_no}"
-        for key in ("type", "original_id", "problem", "expected_answer", "generation", "symbolic_correct"):
+        graded = () if "error" in rec else ("generation", "predicted_answer", "symbolic_correct", "grading_timed_out")
+        for key in ("type", "original_id", "problem", "expected_answer", *graded):
             if key not in rec:
                 raise UserError(f"{where}: the record has no '{key}'; the solve stage grades its outputs, rerun it.")
+        if rec["type"] not in stats:
+            raise UserError(f"{where}: type {rec['type']!r} is not in {build_stats}; rerun the recipe.")
         counts = stats[rec["type"]]
         counts["solutions"] += 1
-        if (rec["type"], rec["problem"]) not in questions:
-            questions.add((rec["type"], rec["problem"]))
-            counts["questions"] += 1
-        if rec["symbolic_correct"] is not True or (rec["problem"], rec["generation"]) in seen:
+        verdict = solution_verdict(rec, seen)
+        if verdict != "keep":
+            counts["solutions_dropped"][verdict] += 1
             continue
         seen.add((rec["problem"], rec["generation"]))
         counts["kept"] += 1
@@ -183,8 +254,8 @@ def collect(solve_dir: str, out_file: str, stats_file: str) -> str:
     from pipeline_kit.atomic import write_atomic
 
     write_atomic(stats_file, json.dumps(stats, indent=2) + "\n")
-    by_type = ", ".join(f"{v['kept']} {t}" for t, v in stats.items() if v["solutions"])
-    return f"{len(kept)} solutions kept" + (f": {by_type}" if by_type else "")
+    by_type = ", ".join(f"{v['kept']} {t}" for t, v in stats.items())
+    return f"{len(kept)} solutions kept: {by_type} (counts by reason: {stats_file})"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -206,6 +277,7 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--sv_dir")
     c = steps.add_parser("collect")
     c.add_argument("solve_dir")
+    c.add_argument("build_stats")
     c.add_argument("out_file")
     c.add_argument("stats_file")
     try:
@@ -215,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
         elif args.step == "build":
             line = build(args.prepared, parse_methods(args.methods), args.out_file, args.rephrase_dir, args.sv_dir)
         else:
-            line = collect(args.solve_dir, args.out_file, args.stats_file)
+            line = collect(args.solve_dir, args.build_stats, args.out_file, args.stats_file)
     except UserError as e:
         print(f"kit: error: {e}", file=sys.stderr)
         return 2

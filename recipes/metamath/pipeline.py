@@ -5,7 +5,8 @@ Stages (README.md beside this file has their files): prepare (run_cmd: originals
 and sv_rewrite (generate), build (run_cmd: the AnsAug, Rephrased, SV and FOBAR questions), solve (generate, graded in
 place), collect (run_cmd: metamath.jsonl). The data steps are pipeline_kit.recipes.metamath_data, run in the jobs.
 A rephrasing is kept only when its solution gives the original answer, and an SV or FOBAR question only when its
-solution recovers the masked number."""
+solution recovers the masked number. collect/stats.json counts each type's candidates, questions, solutions and
+kept records, and what was dropped, by reason."""
 
 from __future__ import annotations
 
@@ -97,9 +98,11 @@ def stages(cluster: ClusterConfig, p: Params) -> list[Stage]:
         result.append(generation("sv_rewrite", f"{prepared}/masked.jsonl", None, "self_verification"))
         build_args.append(f"--sv_dir={out}/sv_rewrite")
         build_inputs.append(f"{out}/sv_rewrite")
-    result.append(data_step("build", build_args, build_inputs, [f"{out}/build/questions.jsonl"]))
+    built = [f"{out}/build/questions.jsonl", f"{out}/build/stats.json"]
+    result.append(data_step("build", build_args, build_inputs, built))
     result.append(generation("solve", f"{out}/build/questions.jsonl", list(range(p.num_samples)), "solve",
                              GRADE_COMMAND))  # fmt: skip
     final = [f"{out}/metamath.jsonl", f"{out}/collect/stats.json"]
-    result.append(data_step("collect", [f"{out}/solve", *final], [f"{out}/solve"], final, f"{out}/collect"))
+    collect_args = [f"{out}/solve", built[1], *final]
+    result.append(data_step("collect", collect_args, [f"{out}/solve", f"{out}/build"], final, f"{out}/collect"))
     return result
