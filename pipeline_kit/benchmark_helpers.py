@@ -16,7 +16,7 @@ FORMATS = ("jsonl", "json", "parquet")  # json: one array of objects; parquet ne
 class Source:
     """Where a benchmark's rows come from: an http(s) URL of a file in one of FORMATS, as upstream publishes it
     (e.g. https://huggingface.co/datasets/<repo>/resolve/main/<file> or a raw.githubusercontent.com file).
-    KIT_DATASETS_BASE_URL redirects every such URL (see pipeline_kit/cli/prepare_data_cmd.py)."""
+    KIT_DATASETS_BASE_URL redirects every such URL (see pipeline_kit/benchmarks/prepare.py)."""
 
     url: str
     format: str
