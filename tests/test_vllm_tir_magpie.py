@@ -59,7 +59,8 @@ def local_vllm(models, tmp_path_factory):
 
 
 class LoggingProxy:
-    """Forwards every request to `target` (an http://host:port root) as it is, and keeps each POST's JSON body."""
+    """Forwards every request to `target` (an http://host:port root) as it is, and keeps each POST's JSON body with
+    the JSON the server answered (as `answer`)."""
 
     def __init__(self, target: str):
         bodies: list[dict] = []
@@ -68,7 +69,7 @@ class LoggingProxy:
             def log_message(self, *args):
                 pass
 
-            def forward(self, data: bytes | None) -> None:
+            def forward(self, data: bytes | None) -> bytes:
                 headers = {"Content-Type": self.headers.get("Content-Type", "application/json")}
                 request = urllib.request.Request(target + self.path, data, headers, method=self.command)
                 try:
@@ -81,14 +82,15 @@ class LoggingProxy:
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 self.wfile.write(body)
+                return body
 
             def do_GET(self):
                 self.forward(None)
 
             def do_POST(self):
                 data = self.rfile.read(int(self.headers["Content-Length"]))
-                bodies.append({"path": self.path, **json.loads(data)})
-                self.forward(data)
+                answer = self.forward(data)
+                bodies.append({"path": self.path, **json.loads(data), "answer": json.loads(answer)})
 
         self.bodies = bodies
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
@@ -218,7 +220,8 @@ def test_magpie_pre_query_generation_against_vllm(kit, local_vllm, models, tmp_p
     written = rows(tmp_path / "out" / "output-rs3.jsonl")
     assert [r["id"] for r in written] == [f"r{i}" for i in range(6)]
     assert all(isinstance(r["problem"], str) and r["num_generated_tokens"] > 0 and "error" not in r for r in written)
-    assert sorted(r["seed"] for r in written) == sorted(seed for seed, _ in want)
+    answered = {b["seed"]: b["answer"]["choices"][0]["text"].strip() for b in sent}
+    assert {r["seed"]: r["problem"] for r in written} == answered  # each row's problem is vLLM's completion
     assert any(r["problem"] for r in written), written  # the model wrote text where the user's query goes
     logs = kit("logs", *cluster, "magpie").stdout
     assert re.search(r"wrote \S+output-rs3\.jsonl: 6 samples, 0 failed", logs), logs
