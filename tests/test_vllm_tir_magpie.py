@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 from conftest import SERVICES, VLLM_ARGS, cluster_yaml, need, rows
-from test_generate_vllm import ForegroundServer
+from foreground_server import ForegroundServer
 
 from pipeline_kit.inference.chat_template import ChatTemplate
 from pipeline_kit.inference.magpie import row_seed
