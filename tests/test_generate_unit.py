@@ -329,7 +329,8 @@ def test_a_refused_key_or_model_stops_the_run_at_once_with_one_line(stub, tmp_pa
 @pytest.mark.parametrize("endpoint", ["chat", "text"])
 def test_sampling_fields_follow_the_server_type(stub, tmp_path, endpoint):
     """vLLM/SGLang read `top_k` as a field of its own; `transformers serve` refuses that field (HTTP 422) and
-    samples only when its `generation_config` field says do_sample, so that is where both go for it."""
+    samples only when its `generation_config` field says do_sample, so that is where both go for it. A text prompt
+    kit rendered is whole: vLLM is told not to add special tokens (a second BOS) to it."""
     server = stub()
     model = tmp_path / "model"
     model.mkdir()
@@ -349,8 +350,9 @@ def test_sampling_fields_follow_the_server_type(stub, tmp_path, endpoint):
         assert res.returncode == 0, res.stderr
         body = server.requests()[-1]["body"]
         bodies.append({k: v for k, v in body.items() if k not in ("model", "messages", "prompt", "max_tokens")})
+    whole = {"add_special_tokens": False} if endpoint == "text" else {}
     assert bodies == [
-        {"temperature": 0.7, "top_p": 0.95, "seed": 3, "top_k": 5},
+        {"temperature": 0.7, "top_p": 0.95, "seed": 3, "top_k": 5, **whole},
         {"temperature": 0.7, "top_p": 0.95, "seed": 3, "generation_config": '{"do_sample": true, "top_k": 5}'},
         {"temperature": 0.7, "top_p": 0.95, "seed": 3, "generation_config": '{"do_sample": true}'},
         {"temperature": 0.0, "top_p": 0.95, "seed": 3, "generation_config": '{"do_sample": false}'},

@@ -9,11 +9,11 @@ import re
 import signal
 import subprocess
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 from conftest import BIN, SERVICES, VLLM_ARGS, addition_problems, check_answers, cluster_yaml, need, rows
+from foreground_server import ForegroundServer
 
 pytestmark = pytest.mark.models
 
@@ -29,42 +29,6 @@ def generate(kit, cluster: list[str], tmp_path: Path, n: int, *flags: str, timeo
     inp, out = addition_problems(tmp_path / "in.jsonl", n), tmp_path / "out"
     io = [f"--input_file={inp}", f"--output_dir={out}", "++prompt_config=generic/math"]
     return kit("generate", *cluster, *io, "++inference.tokens_to_generate=12", *flags, timeout=timeout), out
-
-
-class ForegroundServer:
-    """`kit start_server ...` as a user runs it: read stderr until the ready line; `interrupt()` is Ctrl-C."""
-
-    def __init__(self, tmp_path: Path, *argv: str, timeout: float = 240):
-        env = {**os.environ, **SERVICES, "KIT_HOME": str(tmp_path / "kh"), "PYTHONFAULTHANDLER": "1"}
-        self.proc = subprocess.Popen(
-            [str(BIN / "kit"), "start_server", *argv],
-            cwd=tmp_path,
-            env=env,
-            stderr=subprocess.PIPE,
-            text=True,
-            # as a script's background job starts it: SIGINT ignored; Ctrl-C (kill -INT) must still stop it
-            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
-        )
-        self.lines: list[str] = []
-        deadline = time.time() + timeout
-        while "ready after" not in (line := self.proc.stderr.readline()):
-            self.lines.append(line)
-            assert line and time.time() < deadline, "".join(self.lines)
-        self.url = re.search(r"serves at (http://\S+/v1)", "".join(self.lines))[1]
-        with urllib.request.urlopen(self.url + "/models", timeout=10) as r:
-            assert r.status == 200
-
-    def interrupt(self, signum: int = signal.SIGINT) -> int:
-        self.proc.send_signal(signum)
-        try:
-            return self.proc.wait(timeout=90)
-        except subprocess.TimeoutExpired:
-            self.proc.send_signal(signal.SIGABRT)  # PYTHONFAULTHANDLER: every thread's stack to stderr
-            time.sleep(1)
-            self.proc.kill()
-            os.set_blocking(self.proc.stderr.fileno(), False)  # an orphaned ssh tunnel may still hold the pipe
-            rest = self.proc.stderr.read() or ""
-            raise AssertionError("kit did not stop on Ctrl-C:\n" + "".join(self.lines) + rest) from None
 
 
 def test_generate_through_vllm_on_none(kit, configs, models, tmp_path):

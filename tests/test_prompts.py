@@ -43,6 +43,36 @@ def test_the_documented_few_shot_example_renders_into_the_request_as_shown(stub,
     ]
 
 
+def test_an_assistant_prefix_is_continued_and_begins_the_generation(stub, tmp_path):
+    """The prefill goes out as a last assistant message to continue (chat), or after the rendered template (text)."""
+    server = stub()
+    prompt = tmp_path / "prefill.yaml"
+    prompt.write_text('user: "{problem}"\nassistant_prefix: "Adding {a} and 4: "\n')
+    template = tmp_path / "t.jinja"
+    template.write_text("{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}assistant: ")
+    inp = tmp_path / "in.jsonl"
+    inp.write_text(json.dumps({"problem": "What is 3+4?", "a": 3}) + "\n")
+    common = [
+        f"++input_file={inp}",
+        f"++server.base_url={server.url}",
+        "++server.model=stub",
+        f"++prompt_config={prompt}",
+    ]
+    for endpoint in ("chat", "text"):
+        out = tmp_path / f"{endpoint}.jsonl"
+        text = [f"++server.endpoint={endpoint}", f"++server.chat_template={template}"]
+        res = generate(*common, f"++output_file={out}", *text)
+        assert res.returncode == 0, res.stderr
+        assert json.loads(out.read_text())["generation"] == "Adding 3 and 4: \\boxed{4}"  # the stub's last number
+    chat, text = (r["body"] for r in server.requests())
+    assert chat["messages"] == [
+        {"role": "user", "content": "What is 3+4?"},
+        {"role": "assistant", "content": "Adding 3 and 4: "},
+    ]
+    assert chat["continue_final_message"] is True and chat["add_generation_prompt"] is False
+    assert text["prompt"] == "user: What is 3+4?\nassistant: Adding 3 and 4: "
+
+
 def test_every_shipped_prompt_config_loads():
     names = [p for p in PROMPTS_DIR.rglob("*.yaml") if p.parent.name not in NOT_PROMPTS]
     assert len(names) >= 8  # generic/*, judge/math, metamath/*

@@ -1,7 +1,8 @@
 """Tool-integrated reasoning through `kit generate --with_sandbox` on none: the model is the scripted
 OpenAI-compatible stub (tests/stub_openai_server.py --tir_rounds), which writes a ```python block and then answers
-with whatever the ```output block says, so only a real sandbox round trip gives the right answers. Real model servers
-are covered in test_generate_vllm.py; the sandbox is the real server, started by the job."""
+with whatever the ```output block says, so only a real sandbox round trip gives the right answers. TIR against the
+real vLLM server (chat and text endpoints, none and Slurm containers) is in test_vllm_tir_magpie.py; the sandbox is
+the real server, started by the job."""
 
 from __future__ import annotations
 

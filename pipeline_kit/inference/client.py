@@ -66,6 +66,14 @@ def sampling_fields(server_type: str | None, temperature: float, top_k: int) -> 
     return {"top_k": top_k} if top_k > 0 else {}
 
 
+def text_prompt_fields(server_type: str | None) -> dict:
+    """The fields of a text completion whose prompt is already whole: kit renders the chat template (bos_token
+    included, as a Hugging Face tokenizer renders it) or sends Magpie's pre-query prefix. vLLM's /v1/completions
+    adds the tokenizer's special tokens to a prompt by default (`add_special_tokens`, unlike its chat endpoint), so a
+    model whose tokenizer adds a BOS (Llama 3) would read two; other servers get no unknown field."""
+    return {"add_special_tokens": False} if server_type == "vllm" else {}
+
+
 class GenerationClient:
     def __init__(self, cfg: GenerateConfig, api_key: str | None):
         os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # offline: no cost-map download at import
@@ -140,7 +148,10 @@ class GenerationClient:
             params["seed"] = inf.random_seed
         if inf.stop_phrases:
             params["stop"] = list(inf.stop_phrases)
-        if fields := sampling_fields(self.cfg.server.server_type, inf.temperature, inf.top_k):
+        fields = sampling_fields(self.cfg.server.server_type, inf.temperature, inf.top_k)
+        if self.template is not None:
+            fields |= text_prompt_fields(self.cfg.server.server_type)
+        if fields:
             params["extra_body"] = fields
         if inf.logprobs:  # chat: true (a list per token comes back); text: the top-1 count
             params["logprobs"] = 1 if self.template is not None else True

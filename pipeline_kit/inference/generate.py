@@ -16,7 +16,7 @@ from pipeline_kit.inference import done_key, unit_files
 from pipeline_kit.inference.client import GenerationClient
 from pipeline_kit.inference.config import GenerateConfig, parse_generate_config
 from pipeline_kit.inference.progress import Progress
-from pipeline_kit.inference.prompts import load_prompt_config
+from pipeline_kit.inference.prompts import load_prompt_config, split_prefill
 from pipeline_kit.inference.refusals import RequestsFailed, Tally
 from pipeline_kit.inference.registry import task_class
 from pipeline_kit.inference.tasks import check_input_file, input_file_digest, prompt_fields
@@ -49,7 +49,14 @@ class GenerationModel:
         return cls(client, await CodeRunner.start(cfg, client, say) if cfg.code_execution else None)
 
     async def generate(self, messages: list[dict]):
-        return await (self.code_runner or self.client).generate(messages)
+        """A completion of `messages`; one that ends with an assistant message (a prompt's assistant_prefix) is
+        continued from that prefill, and its text begins with it."""
+        messages, prefill = split_prefill(messages)
+        if self.code_runner is not None:
+            return await self.code_runner.generate(messages, prefill)
+        result = await self.client.generate(messages, prefix=prefill)
+        result.text = prefill + result.text
+        return result
 
     async def close(self) -> None:
         await self.client.close()

@@ -1,5 +1,6 @@
 """Prompt configs: YAML with a system message, a user template with {field} slots and optional few-shot examples
-(`few_shot_examples`, each rendered by `few_shot_template` into the {examples} slot). A name like `generic/math` is
+(`few_shot_examples`, each rendered by `few_shot_template` into the {examples} slot) and an optional
+`assistant_prefix`: the start of the model's answer, which it continues. A name like `generic/math` is
 looked up in the shipped prompts/ folder; a path names the user's own file. A config is checked whole when it is
 loaded (template syntax, every example against the template), so a bad one fails before any request."""
 
@@ -17,7 +18,7 @@ from pipeline_kit.grading.extraction import check_mode
 from pipeline_kit.resources import resource_dir
 
 PROMPTS_DIR = resource_dir("prompts")
-KEYS = {"system", "user", "few_shot_template", "few_shot_examples", "extract"}
+KEYS = {"system", "user", "few_shot_template", "few_shot_examples", "extract", "assistant_prefix"}
 EXAMPLES = "examples"  # the slot of system or user that the rendered few-shot examples fill
 NOT_PROMPTS = ("code_tags", "magpie")  # folders of prompts/ that hold other settings (TIR tags, Magpie's domains)
 
@@ -30,10 +31,14 @@ class PromptConfig:
     few_shot_template: str = ""  # one example, with {field} slots from the example's own keys
     few_shot_examples: list[dict] = field(default_factory=list)
     extract: str | None = None  # how answers to this prompt are extracted for grading (boxed | auto), if it says
+    # the start of the assistant's turn ({field} slots as in user), sent as a last assistant message that the model
+    # continues (a prefill: e.g. an opening code tag for TIR); the sample's generation begins with it
+    assistant_prefix: str = ""
 
     def fields(self) -> set[str]:
         """The input fields the templates need ({examples} is filled from the few-shot examples)."""
-        return (slots(self.system, self.source, "system") | slots(self.user, self.source, "user")) - {EXAMPLES}
+        texts = (("system", self.system), ("user", self.user), ("assistant_prefix", self.assistant_prefix))
+        return set().union(*(slots(text, self.source, key) for key, text in texts)) - {EXAMPLES}
 
     def messages(self, record: dict, line_no: int | None = None) -> list[dict]:
         missing = sorted(n for n in self.fields() if n not in record)
@@ -45,10 +50,21 @@ class PromptConfig:
             )
         values = {**record, EXAMPLES: self._examples()}
         out = [{"role": "system", "content": self.system.format(**values)}] if self.system else []
-        return out + [{"role": "user", "content": self.user.format(**values)}]
+        out.append({"role": "user", "content": self.user.format(**values)})
+        if self.assistant_prefix:
+            out.append({"role": "assistant", "content": self.assistant_prefix.format(**values)})
+        return out
 
     def _examples(self) -> str:
         return "".join(self.few_shot_template.format(**ex) for ex in self.few_shot_examples)
+
+
+def split_prefill(messages: list[dict]) -> tuple[list[dict], str]:
+    """(the conversation, the assistant's prefill): a last assistant message (a prompt's `assistant_prefix`) is the
+    start of the answer, which the model continues; without one the prefill is ""."""
+    if messages and messages[-1]["role"] == "assistant":
+        return messages[:-1], messages[-1]["content"]
+    return messages, ""
 
 
 def slots(text: str, source: str, key: str) -> set[str]:
@@ -129,8 +145,8 @@ def load_prompt_config(name: str) -> PromptConfig:
         raise UserError(f"{path}: unknown key '{unknown[0]}'; prompt configs take {', '.join(sorted(KEYS))}.")
     # the keys besides 'user' are optional
     system, template = data.get("system") or "", data.get("few_shot_template") or ""
-    examples = data.get("few_shot_examples") or []
-    for key, value in (("system", system), ("few_shot_template", template)):
+    examples, prefix = data.get("few_shot_examples") or [], data.get("assistant_prefix") or ""
+    for key, value in (("system", system), ("few_shot_template", template), ("assistant_prefix", prefix)):
         if not isinstance(value, str):
             raise UserError(f"{path}: '{key}' must be a string, got {type(value).__name__}.")
     bad = (
@@ -153,4 +169,5 @@ def load_prompt_config(name: str) -> PromptConfig:
         few_shot_template=template,
         few_shot_examples=examples,
         extract=extract,
+        assistant_prefix=prefix,
     )

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pipeline_kit.errors import UserError
 from pipeline_kit.inference import unit_files
 from pipeline_kit.inference.config import GenerateConfig
-from pipeline_kit.inference.prompts import PromptConfig
+from pipeline_kit.inference.prompts import PromptConfig, split_prefill
 from pipeline_kit.inference.refusals import is_transient, refusal, server_message
 from pipeline_kit.inference.tasks import check_input_file, input_file_digest, prompt_fields
 from pipeline_kit.server_wait import ServerError, log_tail
@@ -46,7 +46,8 @@ def conversation(prompt: PromptConfig, record: dict, line_no: int, input_file: s
             f"{input_file}: line {line_no}: '{RESPONSE_FIELD}' is {type(response).__name__}, not text; fix or drop "
             "that line."
         )
-    return [*prompt.messages(record, line_no), {"role": "assistant", "content": response}]
+    conversation, _ = split_prefill(prompt.messages(record, line_no))  # a generation begins with its prefill
+    return [*conversation, {"role": "assistant", "content": response}]
 
 
 def pooling_url(base_url: str) -> str:

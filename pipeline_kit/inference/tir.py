@@ -101,15 +101,23 @@ def format_result(result: dict, timeout: float) -> str:
 
 
 async def generate_with_code(
-    client, sandbox, messages: list[dict], tags: CodeTags, settings: CodeSettings, stop: list[str], max_tokens: int
+    client,
+    sandbox,
+    messages: list[dict],
+    tags: CodeTags,
+    settings: CodeSettings,
+    stop: list[str],
+    max_tokens: int,
+    prefill: str = "",
 ):
-    """One sample with code rounds. Returns the Completion, with the per-sample code statistics in `extra`."""
+    """One sample with code rounds, its answer begun with `prefill` (which may open a code block). Returns the
+    Completion, with the per-sample code statistics in `extra`."""
     from pipeline_kit.inference.client import Completion
     from pipeline_kit.sandbox.client import SandboxError
 
     session = uuid.uuid4().hex
     start = time.monotonic()
-    text, tokens, rounds, timeouts, exec_time, error, failed = "", 0, 0, 0, 0.0, None, False
+    text, tokens, rounds, timeouts, exec_time, error, failed = prefill, 0, 0, 0, 0.0, None, False
     last_status = None  # the last code round's status: completed | error | timeout (SC-TIR drops the last two)
     session_used = False
     try:
@@ -184,10 +192,10 @@ class CodeRunner:
         say(f"sandbox {cfg.sandbox_address} ready after {waited:.1f} s")
         return cls(cfg, client, sandbox)
 
-    async def generate(self, messages: list[dict]):
-        stop = list(self.cfg.inference.stop_phrases)
+    async def generate(self, messages: list[dict], prefill: str = ""):
+        stop, max_tokens = list(self.cfg.inference.stop_phrases), self.cfg.inference.tokens_to_generate
         return await generate_with_code(
-            self.client, self.sandbox, messages, self.tags, self.settings, stop, self.cfg.inference.tokens_to_generate
+            self.client, self.sandbox, messages, self.tags, self.settings, stop, max_tokens, prefill
         )
 
     async def close(self) -> None:
