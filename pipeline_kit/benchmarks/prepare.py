@@ -15,6 +15,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from pipeline_kit import __version__
 from pipeline_kit.atomic import write_atomic
 from pipeline_kit.benchmarks.definition import Benchmark
 from pipeline_kit.errors import UserError
@@ -66,8 +67,6 @@ def download_url(url: str) -> tuple[str, str]:
 
 def fetch(url: str, note: str, label: str) -> bytes:
     """The file at `url` (http(s):// or file://), with a progress bar on stderr; failures are one line."""
-
-    from pipeline_kit import __version__
 
     request = urllib.request.Request(url, headers={"User-Agent": f"pipeline-kit/{__version__}"})
     try:

@@ -8,6 +8,9 @@ from __future__ import annotations
 import hashlib
 
 from pipeline_kit.errors import UserError
+from pipeline_kit.inference import unit_files
+from pipeline_kit.inference.chat_template import ChatTemplate
+from pipeline_kit.inference.client import GenerationClient
 from pipeline_kit.inference.config import GenerateConfig
 from pipeline_kit.inference.tasks import check_input_file, input_file_digest
 
@@ -40,7 +43,6 @@ class MagpieModel:
 
     @classmethod
     async def open(cls, cfg: GenerateConfig, key: str | None) -> MagpieModel:
-        from pipeline_kit.inference.client import GenerationClient
 
         return cls(GenerationClient(cfg, key))
 
@@ -66,8 +68,6 @@ class MagpieTask:
         return {}
 
     def __init__(self, cfg: GenerateConfig):
-        from pipeline_kit.inference import unit_files
-        from pipeline_kit.inference.chat_template import ChatTemplate
 
         check_magpie_settings(cfg)
         template = ChatTemplate(cfg.server.chat_template or cfg.server.model)

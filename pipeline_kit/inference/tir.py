@@ -15,8 +15,11 @@ from pathlib import Path
 import yaml
 
 from pipeline_kit.errors import UserError
+from pipeline_kit.inference.client import Completion
 from pipeline_kit.inference.config import GenerateConfig
 from pipeline_kit.inference.prompts import PROMPTS_DIR
+from pipeline_kit.sandbox.client import SandboxClient, SandboxError
+from pipeline_kit.sandbox.limits import LANGUAGES
 from pipeline_kit.server_wait import ServerError, wait_until_ready
 
 CODE_TAGS_DIR = PROMPTS_DIR / "code_tags"
@@ -112,8 +115,6 @@ async def generate_with_code(
 ):
     """One sample with code rounds, its answer begun with `prefill` (which may open a code block). Returns the
     Completion, with the per-sample code statistics in `extra`."""
-    from pipeline_kit.inference.client import Completion
-    from pipeline_kit.sandbox.client import SandboxError
 
     session = uuid.uuid4().hex
     start = time.monotonic()
@@ -185,7 +186,6 @@ class CodeRunner:
 
     @classmethod
     async def start(cls, cfg: GenerateConfig, client, say) -> CodeRunner:
-        from pipeline_kit.sandbox.client import SandboxClient
 
         sandbox = SandboxClient(cfg.sandbox_address, max_connections=cfg.max_concurrent_requests)
         waited = await wait_for_sandbox(cfg.sandbox_address, cfg.sandbox_ready_timeout)
@@ -223,7 +223,6 @@ def sandbox_log_hint() -> str:
 
 def check_code_settings(cfg: GenerateConfig) -> None:
     """Fail before any request on a TIR setting that cannot work."""
-    from pipeline_kit.sandbox.limits import LANGUAGES
 
     if not cfg.code_execution:
         return
