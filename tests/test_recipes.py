@@ -122,7 +122,7 @@ def test_without_tir_data_the_recipe_generates_it_with_the_sandbox_and_filters_i
     assert "kit_start sandbox" in generate and "++sandbox_address=" in generate
     for needle in ("++code_execution=true", "++prompt_config=aimo/tir", f"++input_file={problems}",
                    f"++server.model={out}/cot_sft/final", f"++output_dir={out}/tir_generate",
-                   "++server.endpoint=text"):  # fmt: skip (transformers serve continues a turn only there)
+                   "++server.endpoint=text"):  # fmt: skip
         assert needle in re.sub("[\"']", "", generate), needle
     assert f"tir_filter {out}/tir_generate {out}/tir_filter/tir_sft.jsonl" in scripts["aimo-tir_filter"]
     assert f"++training_data={out}/tir_filter/tir_sft.jsonl" in scripts["aimo-tir_sft"]
@@ -155,7 +155,7 @@ def test_aimo_makes_its_tir_data_with_the_sandbox_trains_on_it_and_evaluates_wit
             "--eval_args=++inference.tokens_to_generate=48 ++max_concurrent_requests=8", "--benchmarks=arith",
             "--server_type=transformers"]  # fmt: skip
     t0 = time.time()
-    res = kit(*args, env=env, timeout=900)
+    res = kit(*args, env=env, timeout=1500)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]
     print(f"aimo recipe on none, all 6 stages: {time.time() - t0:.1f}s")
     stages = ("cot_sft", "tir_generate", "tir_filter", "tir_sft", "grpo", "eval")
