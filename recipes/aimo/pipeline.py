@@ -109,10 +109,13 @@ def stages(cluster: ClusterConfig, p: Params) -> list[Stage]:
     tir_prompt = prompt_inputs(p.tir_prompt_config)  # checks the name before anything is planned
     sft_args = split_args("--sft_args", p.sft_args)
     tir_sft_data = p.tir_data or f"{out}/tir_filter/tir_sft.jsonl"
-    tir_sft_args = (f"++prompt_config={p.tir_prompt_config}", *sft_args, *split_args("--tir_sft_args", p.tir_sft_args))
+    # made here, the TIR data are trained with the prompt they were generated with; a ready --tir_data with kit's
+    # default prompt, as the CoT data (--tir_sft_args='++prompt_config=...' picks another)
+    made_prompt = () if p.tir_data else (f"++prompt_config={p.tir_prompt_config}",)
+    tir_sft_args = (*made_prompt, *sft_args, *split_args("--tir_sft_args", p.tir_sft_args))
     training = {  # stage -> (algorithm, data flag, data, overrides, inputs beside the data)
         "cot_sft": ("sft", "--cot_data", p.cot_data, sft_args, []),
-        "tir_sft": ("sft", "--tir_data", tir_sft_data, tir_sft_args, tir_prompt),
+        "tir_sft": ("sft", "--tir_data", tir_sft_data, tir_sft_args, [] if p.tir_data else tir_prompt),
         "grpo": ("grpo", "--rl_data", p.rl_data, split_args("--grpo_args", p.grpo_args), []),
     }  # fmt: skip
     result: list[Stage] = []
