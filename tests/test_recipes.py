@@ -39,12 +39,17 @@ def test_run_recipe_help_lists_recipes_and_their_parameters(kit):
 @pytest.mark.parametrize(
     ("args", "needle"),
     [
-        (["--start_from=sft"], "--start_from=sft is not a stage; use one of cot_sft, tir_sft, grpo, eval."),
+        (["--start_from=sft"], "--start_from=sft is not a stage; use one of cot_sft, tir_generate, tir_filter"),
+        (["--start_from=tir_filter"], "--start_from=tir_filter: with --tir_data the TIR data is given"),
         (["--start_from=eval", "--stop_after=grpo"], "--stop_after=grpo comes before --start_from=eval; swap them."),
         (["--sft_args=max_steps=2"], "--sft_args: 'max_steps=2' is not ++key=value"),
         (["--stop_after=cot_sft", "--cot_data="], "--cot_data is required for stage cot_sft."),
         (["--grpo_args=++max_stepz=1"], "unknown key ++max_stepz. Did you mean ++max_steps?"),
         (["--benchmarks=aime42"], "unknown benchmark 'aime42'"),
+        (["--tir_data=", "--tir_samples=0"], "--tir_samples=0: sample at least 1."),
+        (["--tir_data=", "--tir_generate_args=++prompt_config=generic/math"], "++prompt_config is set by the recipe"),
+        (["--tir_data=", "--tir_generate_args=++max_code_executionz=2"], "unknown key ++max_code_executionz"),
+        (["--tir_prompt_config=aimo/nope"], "++prompt_config=aimo/nope is not a shipped prompt"),
     ],
 )
 def test_bad_recipe_input_is_one_line(kit, tmp_path, args, needle):
@@ -72,27 +77,121 @@ def test_dry_run_plans_and_touches_nothing(kit, tmp_path):
     assert "aimo-cot_sft" not in res.stdout and not out.exists()
 
 
+CODE_TIR = "```python\nprint({a}+{b})\n```\n```output\n{c}\n```\n\\boxed{{{c}}}"  # a TIR solution, code run
+
+
+def tir_format_data(path: Path) -> Path:
+    """All 100 'What is a+b?' with a TIR solution: the tiny model, which answers \\boxed{a+b} only, learns from them
+    in the test's CoT SFT stage to open a code block, close it and box an answer after the output."""
+    rows = [{"problem": f"What is {a}+{b}?", "generation": CODE_TIR.format(a=a, b=b, c=a + b)}
+            for a in range(10) for b in range(10)]  # fmt: skip
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def tir_problems(path: Path) -> Path:
+    """24 problems to make TIR solutions for; the last 4 with a wrong expected answer, so some are surely dropped."""
+    rows = [{"id": f"t{i}", "problem": f"What is {a}+{b}?", "expected_answer": str(a + b + (100 if i >= 20 else 0))}
+            for i, (a, b) in enumerate((i % 10, (3 * i + 1) % 10) for i in range(24))]  # fmt: skip
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def jsonl_rows(folder: Path, pattern: str) -> list[dict]:
+    return [json.loads(line) for f in sorted(folder.glob(pattern)) for line in f.read_text().splitlines()]
+
+
 @pytest.mark.models
-def test_aimo_runs_end_to_end_reruns_nothing_and_reruns_from_a_changed_stage(kit, tmp_path):
+def test_without_tir_data_the_recipe_generates_it_with_the_sandbox_and_filters_it(kit, tmp_path):
+    """The dry run of the whole chain: the TIR generation from cot_sft/final over --tir_problems, with a sandbox and
+    code execution; the filter over its outputs; the TIR SFT on what the filter keeps; the eval with the sandbox."""
+    base = tmp_path / "m"
+    base.mkdir()
+    (base / "config.json").write_text("{}")
+    out, data_dir = tmp_path / "out", tmp_path / "data"
+    assert kit("prepare_data", "arith", f"--data_dir={data_dir}").returncode == 0
+    files = [a for a in aimo_files(tmp_path) if not a.startswith("--tir_data")]
+    problems = tir_problems(tmp_path / "problems.jsonl")
+    res = kit("run_recipe", "aimo", f"--base_model={base}", f"--output_dir={out}", *files, *TOY, "--tir_samples=2",
+              f"--tir_problems={problems}", f"--data_dir={data_dir}", "--eval_with_sandbox", "--dry_run")  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    stages = ("cot_sft", "tir_generate", "tir_filter", "tir_sft", "grpo", "eval")
+    assert plan_lines(res.stderr, "aimo") == dict.fromkeys(stages, "run")
+    scripts = dict(re.findall(r"---- script (\S+)\[0\]\n(.*?)(?=\n==== job |\Z)", res.stdout, re.S))
+    generate = scripts["aimo-tir_generate"]
+    assert "kit_start sandbox" in generate and "++sandbox_address=" in generate
+    for needle in ("++code_execution=true", "++prompt_config=aimo/tir", f"++input_file={problems}",
+                   f"++server.model={out}/cot_sft/final", f"++output_dir={out}/tir_generate",
+                   "++server.endpoint=text"):  # fmt: skip
+        assert needle in re.sub("[\"']", "", generate), needle
+    assert f"tir_filter {out}/tir_generate {out}/tir_filter/tir_sft.jsonl" in scripts["aimo-tir_filter"]
+    assert f"++training_data={out}/tir_filter/tir_sft.jsonl" in scripts["aimo-tir_sft"]
+    evaluate = re.sub("[\"']", "", scripts["aimo-eval"])
+    assert "kit_start sandbox" in evaluate and "++code_execution=true" in evaluate and "++sandbox_address=" in evaluate
+    assert "++server.endpoint=text" in evaluate
+    assert f"{out}/tir_generate/output-rs1.jsonl" in scripts["aimo-tir_generate-done"]
+
+
+@pytest.mark.models
+def test_aimo_makes_its_tir_data_with_the_sandbox_trains_on_it_and_evaluates_with_code(kit, tmp_path):
+    """The whole chain on none: the CoT SFT (here on TIR-formatted additions, so that the tiny model writes code)
+    -> TIR generation whose code the real sandbox runs -> the filter's counts -> TIR SFT on the kept records ->
+    GRPO -> eval with the sandbox and code execution; a rerun submits nothing and a changed stage reruns it and the
+    ones after it."""
     need("KIT_TEST_TINY_MODEL", "the tiny model (tests/services/models_up.sh)")
     data_dir = tmp_path / "data"
     assert kit("prepare_data", "arith", f"--data_dir={data_dir}").returncode == 0
     out = tmp_path / "aimo"
     env = {**TRAIN_ENV, "KIT_SERVER_PYTHON": SERVICES["KIT_TEST_HF_PYTHON"]}
+    rl = additions(tmp_path / "rl.jsonl", 8, 2, with_generation=False)
     args = ["run_recipe", "aimo", f"--base_model={SERVICES['KIT_TEST_TINY_MODEL']}", f"--output_dir={out}",
-            f"--data_dir={data_dir}", *aimo_files(tmp_path), *TOY]  # fmt: skip
+            f"--data_dir={data_dir}", f"--cot_data={tir_format_data(tmp_path / 'cot.jsonl')}", f"--rl_data={rl}",
+            f"--tir_problems={tir_problems(tmp_path / 'problems.jsonl')}", "--tir_samples=1", "--tir_temperature=0",
+            "--tir_generate_args=++inference.tokens_to_generate=48 ++max_concurrent_requests=8",
+            "--sft_args=++max_steps=150 ++learning_rate=3e-3 ++lr_scheduler=constant ++micro_batch_size=16 "
+            "++max_length=192 ++logging_steps=10 ++prompt_config=aimo/tir",
+            "--tir_sft_args=++max_steps=2 ++micro_batch_size=4 ++learning_rate=1e-5", "--eval_with_sandbox",
+            "--grpo_args=++max_steps=1 ++num_generations=2 ++micro_batch_size=2 ++max_completion_length=8",
+            "--eval_args=++inference.tokens_to_generate=48 ++max_concurrent_requests=8", "--benchmarks=arith",
+            "--server_type=transformers"]  # fmt: skip
     t0 = time.time()
-    res = kit(*args, env=env, timeout=600)
+    res = kit(*args, env=env, timeout=1500)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]
-    print(f"aimo recipe on none, all 4 stages: {time.time() - t0:.1f}s")
-    assert plan_lines(res.stderr, "aimo") == dict.fromkeys(("cot_sft", "tir_sft", "grpo", "eval"), "run")
-    for stage in ("cot_sft", "tir_sft", "grpo"):
+    print(f"aimo recipe on none, all 6 stages: {time.time() - t0:.1f}s")
+    stages = ("cot_sft", "tir_generate", "tir_filter", "tir_sft", "grpo", "eval")
+    assert plan_lines(res.stderr, "aimo") == dict.fromkeys(stages, "run")
+
+    # the TIR generation: the CoT-SFT model's code ran in the real sandbox, its output spliced into the solution
+    generated = jsonl_rows(out / "tir_generate", "output-rs0.jsonl")
+    assert len(generated) == 24
+    ran = [r for r in generated if r["code_rounds_executed"] >= 1 and r["code_last_status"] == "completed"]
+    assert ran and all("```output\n" in r["generation"] for r in ran), generated[:3]
+    for r in ran:  # the output block holds what the code printed
+        code = r["generation"].split("```python\n", 1)[1].split("```", 1)[0]
+        printed = r["generation"].split("```output\n", 1)[1].split("```", 1)[0]
+        assert printed.strip() == str(eval(code.strip().removeprefix("print"))), r["generation"]  # noqa: S307
+    # the filter: kept > 0, every drop counted by its reason, the 4 mislabelled problems among the dropped
+    summary = json.loads((out / "tir_filter" / "summary.json").read_text())
+    print(f"TIR filter: {summary['kept']} kept of {summary['records']}, dropped {summary['dropped']}")
+    assert summary["records"] == 24 and summary["kept"] > 0
+    assert summary["kept"] + sum(summary["dropped"].values()) == 24
+    assert summary["dropped"]["wrong_answer"] >= 4
+    kept = jsonl_rows(out / "tir_filter", "tir_sft.jsonl")
+    assert len(kept) == summary["kept"] and all(int(r["id"][1:]) < 20 and "```output" in r["generation"] for r in kept)
+    # the training stages, each from the model the one before made; the TIR SFT on the kept records
+    for stage, model in (("cot_sft", SERVICES["KIT_TEST_TINY_MODEL"]), ("tir_sft", str(out / "cot_sft" / "final")),
+                         ("grpo", str(out / "tir_sft" / "final"))):  # fmt: skip
         assert (out / stage / "final" / "config.json").is_file(), stage
-        trained_from = json.loads((out / stage / "kit-train.json").read_text())
-        assert trained_from["model"] == {"cot_sft": SERVICES["KIT_TEST_TINY_MODEL"], "tir_sft": str(out / "cot_sft" / "final"),
-                                         "grpo": str(out / "tir_sft" / "final")}[stage]  # fmt: skip
+        trained = json.loads((out / stage / "kit-train.json").read_text())
+        assert trained["model"] == model, stage
+    assert json.loads((out / "tir_sft" / "kit-train.json").read_text())["training_data"] == str(
+        out / "tir_filter" / "tir_sft.jsonl"
+    )
+    # the eval ran with the sandbox: code executed in its samples
     assert "arith" in json.loads((out / "eval" / "metrics.json").read_text())
-    keys = {s: json.loads((out / s / ".stage.done").read_text())["key"] for s in ("cot_sft", "tir_sft", "grpo", "eval")}
+    evaluated = jsonl_rows(out / "eval" / "eval-results" / "arith", "output*.jsonl")
+    assert evaluated and sum(r["code_rounds_executed"] for r in evaluated) > 0
+    keys = {s: json.loads((out / s / ".stage.done").read_text())["key"] for s in stages}
 
     res = kit(*args, env=env)  # the same settings: nothing is submitted
     assert res.returncode == 0, res.stderr
@@ -100,13 +199,18 @@ def test_aimo_runs_end_to_end_reruns_nothing_and_reruns_from_a_changed_stage(kit
     assert "every stage is done with the same settings; nothing to submit" in res.stderr and "job" not in res.stdout
 
     changed = [a.replace("++max_steps=1", "++max_steps=2") if a.startswith("--grpo_args") else a for a in args]
-    res = kit(*changed, env=env, timeout=600)  # GRPO changed: it and eval rerun, the SFT stages are kept
+    res = kit(*changed, env=env, timeout=600)  # GRPO changed: it and eval rerun, the stages before are kept
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]
-    assert plan_lines(res.stderr, "aimo") == {"cot_sft": "skip", "tir_sft": "skip", "grpo": "rerun", "eval": "rerun"}
-    assert len(list(out.glob("grpo.replaced-*"))) == 1 and len(list(out.glob("eval.replaced-*"))) == 1
+    assert plan_lines(res.stderr, "aimo") == {**dict.fromkeys(stages[:4], "skip"), "grpo": "rerun", "eval": "rerun"}
     assert (out / "grpo" / "checkpoint-2").is_dir()
     now = {s: json.loads((out / s / ".stage.done").read_text())["key"] for s in keys}
     assert [s for s in keys if now[s] != keys[s]] == ["grpo", "eval"]
+
+    problems = tmp_path / "problems.jsonl"  # new TIR problems: the generation and everything after it rerun
+    problems.write_text(problems.read_text().replace('"What is 0+1?"', '"What is 1+0?"'))
+    res = kit(*changed, "--stop_after=tir_generate", "--dry_run", env=env)
+    assert res.returncode == 0, res.stderr
+    assert plan_lines(res.stderr, "aimo") == {"cot_sft": "skip", "tir_generate": "rerun"}
 
 
 @pytest.mark.slurm

@@ -95,6 +95,15 @@ class CodeSettings:
     budget_note: bool
 
 
+def without_matched_stop(before: str, part: str, tags: CodeTags) -> str:
+    """A part that stopped, less the closing code tag at its end when that closes a code block: OpenAI's servers
+    (vLLM, SGLang) leave out the stop string they matched, `transformers serve` returns it (less its newline)."""
+    for end in (tags.code_end, tags.code_end.rstrip()):
+        if end and part.endswith(end) and tags.last_open_block(before + part[: -len(end)]) is not None:
+            return part[: -len(end)]
+    return part
+
+
 def format_result(result: dict, timeout: float) -> str:
     """What the model sees of one execution."""
     text = result["stdout"] + result["stderr"]
@@ -126,7 +135,9 @@ async def generate_with_code(
             can_run = rounds < settings.max_code_executions
             stops = [*stop, tags.code_end] if can_run else stop
             part = await client.generate(messages, prefix=text, stop=stops, max_tokens=max_tokens - tokens)
-            text += part.text
+            text += (
+                without_matched_stop(text, part.text, tags) if can_run and part.finish_reason == "stop" else part.text
+            )
             tokens += part.num_generated_tokens
             if part.error:
                 error, failed = part.error, part.failed

@@ -9,7 +9,7 @@ import json
 import os
 import shlex
 import time
-from dataclasses import asdict, dataclass, field, is_dataclass, replace
+from dataclasses import asdict, dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
 
 from pipeline_kit.cluster import ClusterConfig
@@ -132,6 +132,15 @@ def build_jobs(cluster: ClusterConfig, spec: object, options: JobOptions) -> lis
     return builders[type(spec)](cluster, spec, options)
 
 
+def fresh_spec(plan: StagePlan) -> object:
+    """The spec a stage is built with: one that reruns has its old folder moved aside, so a builder that checks
+    finished outputs (generate, eval: their .done keys) must not refuse them as made with other settings."""
+    spec = plan.stage.spec
+    if plan.action == "rerun" and is_dataclass(spec) and "rerun_done" in {f.name for f in fields(spec)}:
+        return replace(spec, rerun_done=True)
+    return spec
+
+
 def done_job(cluster: ClusterConfig, plan: StagePlan, after: list[Job], options: JobOptions) -> Job:
     """After the stage's jobs succeed: check its outputs and write `.stage.done` with its key."""
     args = [plan.stage.folder, plan.key, *plan.stage.outputs]
@@ -161,7 +170,7 @@ def recipe_jobs(cluster: ClusterConfig, plans: list[StagePlan], options: JobOpti
         )
         if after:
             stage_options = replace(stage_options, run_after=[])
-        built = build_jobs(cluster, p.stage.spec, stage_options)
+        built = build_jobs(cluster, fresh_spec(p), stage_options)
         marker = done_job(cluster, p, built, options)
         jobs += [*built, marker]
         after = [marker]
