@@ -20,6 +20,7 @@ import argparse
 import asyncio
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -72,12 +73,19 @@ def bare_main(argv: list[str]) -> None:
 
 
 def timed(argv: list[str], env: dict | None = None, cwd: Path | None = None) -> tuple[float, str]:
+    """(wall seconds, output) of one process; its CPU seconds (user + sys, its children included) go to CPU."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     res = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=cwd)
     wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    CPU.append((after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime))
     if res.returncode != 0:
         raise SystemExit(f"{' '.join(argv[:3])} failed ({res.returncode}):\n{res.stdout}\n{res.stderr}")
     return wall, res.stdout + res.stderr
+
+
+CPU: list[float] = []  # the CPU seconds of each timed process, in order
 
 
 def check_outputs(out: Path, problems: int, seeds: int) -> None:
@@ -139,6 +147,7 @@ def main() -> None:
           f"concurrency={args.concurrency} trees={trees} work={work} load={load[0]:.2f}", flush=True)  # fmt: skip
     clients = ["bare", *trees, *(f"{name}:job" for name in trees)]
     results: dict[str, list[float]] = {c: [] for c in clients}
+    cpu: dict[str, list[float]] = {c: [] for c in clients}
     reruns: dict[str, list[float]] = {c: [] for c in clients if c != "bare"}
     loads: list[float] = []
     try:
@@ -148,17 +157,22 @@ def main() -> None:
                 out = work / f"out-{who}-{r}"
                 if who == "bare":
                     wall, _ = timed([*bare, str(out), *rest])
-                    line = f"round {r + 1} {who:<8} {wall:6.2f} s"
+                    cpu[who].append(CPU[-1])
+                    line = f"round {r + 1} {who:<8} {wall:6.2f} s  CPU {CPU[-1]:5.1f} s"
                 else:
                     name = who.removesuffix(":job")
                     env = {**os.environ, "PYTHONPATH": trees[name], "KIT_HOME": str(work / f"home-{name}" / ".kit")}
                     command = [*job, f"++output_dir={out}"] if who.endswith(":job") else [*kit, f"--output_dir={out}"]
                     # run outside any git checkout: no code of the user's to package
                     wall, log = timed(command, env, cwd=work)
+                    cpu[who].append(CPU[-1])
                     again, _ = timed(command, env, cwd=work)
                     reruns[who].append(again)
                     checks = log.count("ready after")  # the server check: once per unit before, once per job after
-                    line = f"round {r + 1} {who:<8} {wall:6.2f} s  (server checks: {checks}; done rerun {again:.2f} s)"
+                    line = (
+                        f"round {r + 1} {who:<8} {wall:6.2f} s  CPU {cpu[who][-1]:5.1f} s  (server checks: {checks}; "
+                    )
+                    line += f"done rerun {again:.2f} s)"
                 check_outputs(out, args.problems, args.seeds)
                 results[who].append(wall)
                 print(line, flush=True)
@@ -169,6 +183,7 @@ def main() -> None:
     for who in clients:
         ws = results[who]
         line = f"{who:<8} {statistics.median(ws):.2f} s ({min(ws):.2f}-{max(ws):.2f}), {n / statistics.median(ws):.0f} req/s"
+        line += f", CPU {statistics.median(cpu[who]):.1f} s ({min(cpu[who]):.1f}-{max(cpu[who]):.1f})"
         if who != "bare":
             ratios = [b / k for b, k in zip(results["bare"], ws, strict=True)]
             line += f"; bare / kit {statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f})"
