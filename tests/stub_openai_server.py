@@ -50,6 +50,7 @@ def main() -> None:
             script = [(re.compile(rule["match"], re.S), rule["replies"]) for rule in json.load(f)]
     lock = threading.Lock()
     served = [0]
+    in_flight = [0]  # requests being answered, this one included (in each log line: units' requests overlap)
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -76,6 +77,15 @@ def main() -> None:
                 self.reply(404, {"error": "not found"})
 
         def do_POST(self):
+            with lock:
+                in_flight[0] += 1
+            try:
+                self.answer()
+            finally:
+                with lock:
+                    in_flight[0] -= 1
+
+        def answer(self):
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             chat = self.path.endswith("/chat/completions")
             prompt = body["messages"][-1]["content"] if chat else body["prompt"]
@@ -84,6 +94,7 @@ def main() -> None:
                 served[0] += 1
                 with open(args.request_log, "a") as f:
                     record = {"path": self.path, "prompt": prompt, "body": body, "auth": self.headers["Authorization"]}
+                    record |= {"in_flight": in_flight[0], "arrived": time.time()}
                     f.write(json.dumps(record) + "\n")
                 if args.die_after and served[0] > args.die_after:
                     os._exit(17)  # the server crashes mid-run

@@ -52,6 +52,7 @@ def register(app: typer.Typer) -> None:
     ) -> int:
         from pipeline_kit.inference.units import parse_id_list
         from pipeline_kit.jobs import GenerateSpec, generate_jobs, plan_generation
+        from pipeline_kit.jobs.generate import nothing_to_generate
 
         if num_random_seeds is not None and random_seeds is not None:
             raise UserError("give --num_random_seeds or --random_seeds, not both.")
@@ -88,5 +89,17 @@ def register(app: typer.Typer) -> None:
             typer.echo(
                 f"kit generate: {plan.done_count} of {len(plan.units)} units are done already (--rerun_done redoes them)"
             )
+        if not plan.todo and nothing_waits_on_it(flags, cluster, spec):
+            typer.echo(nothing_to_generate(plan), err=True)
+            raise typer.Exit(0)
         jobs = generate_jobs(cluster, spec, options, plan)
         raise typer.Exit(run_jobs(flags, cluster, options.expname, jobs))
+
+
+def nothing_waits_on_it(flags: JobFlags, cluster, spec) -> bool:
+    """Whether a run whose units are all done may submit nothing (it only says so, without importing nemo-run or
+    starting a job): not on Slurm, where a later submission's --run_after may name it, nor when a job of its own
+    (a GenSelect stage, --dependent_jobs, --run_after) or a dry run must still be shown."""
+    return cluster.executor != "slurm" and not (
+        spec.genselect or flags.dependent_jobs or flags.run_after or flags.dry_run
+    )

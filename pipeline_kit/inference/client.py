@@ -5,6 +5,8 @@ retried with exponential backoff, a refusal of one request (context length, anot
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import json
 import os
 import random
@@ -74,14 +76,68 @@ def text_prompt_fields(server_type: str | None) -> dict:
     return {"add_special_tokens": False} if server_type == "vllm" else {}
 
 
+class JobConnection:
+    """The HTTP connections of every GenerationClient of a job (job_pool.py: the units' clients are open side by
+    side, and LiteLLM takes its HTTP client from one global, `litellm.aclient_session`)."""
+
+    def __init__(self, concurrency: int):
+        import litellm
+
+        litellm.suppress_debug_info = True
+        self.session = GenerationClient._aiohttp_session(concurrency)
+        litellm.aclient_session = GenerationClient._http_client(self.session)
+
+    async def close(self) -> None:
+        """Run LiteLLM's queued success-logging coroutines (its logging worker falls behind at high concurrency:
+        1,500 of 2,000 were still queued at 512 in flight; at exit LiteLLM runs 200 and drops the rest with a
+        'coroutine ... was never awaited' warning), then close the connections."""
+        from litellm.litellm_core_utils.logging_worker import GLOBAL_LOGGING_WORKER
+
+        try:
+            await asyncio.wait_for(GLOBAL_LOGGING_WORKER.flush(), timeout=10)
+        except asyncio.TimeoutError:
+            pass
+        await self.session.close()
+
+
+class _SharedConnection:
+    """A job's JobConnection, opened by the first client that needs it (a reward job never imports LiteLLM)."""
+
+    def __init__(self, concurrency: int):
+        self.concurrency, self.connection = concurrency, None
+
+    def get(self) -> JobConnection:
+        if self.connection is None:
+            self.connection = JobConnection(self.concurrency)
+        return self.connection
+
+
+_SHARED: contextvars.ContextVar[_SharedConnection | None] = contextvars.ContextVar("kit_job_connection", default=None)
+
+
+@contextlib.asynccontextmanager
+async def job_connection(concurrency: int):
+    """Inside it (and in the tasks started inside it), GenerationClients share one JobConnection sized to
+    `concurrency`, closed at its end; outside, each client opens and closes its own."""
+    shared = _SharedConnection(concurrency)
+    token = _SHARED.set(shared)
+    try:
+        yield
+    finally:
+        _SHARED.reset(token)
+        if shared.connection is not None:
+            await shared.connection.close()
+
+
 class GenerationClient:
     def __init__(self, cfg: GenerateConfig, api_key: str | None):
         os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # offline: no cost-map download at import
         import litellm
 
         litellm.suppress_debug_info = True
-        self._session = self._aiohttp_session(cfg.max_concurrent_requests)
-        litellm.aclient_session = self._http_client(self._session)
+        shared = _SHARED.get()
+        self._connection = shared.get() if shared is not None else JobConnection(cfg.max_concurrent_requests)
+        self._owns_connection = shared is None
         self.litellm = litellm
         self.cfg = cfg
         self.api_key = api_key or "EMPTY"
@@ -121,16 +177,9 @@ class GenerationClient:
         return httpx.AsyncClient(transport=transport, follow_redirects=True)
 
     async def close(self) -> None:
-        """Run LiteLLM's queued success-logging coroutines (its logging worker falls behind at high concurrency:
-        1,500 of 2,000 were still queued at 512 in flight; at exit LiteLLM runs 200 and drops the rest with a
-        'coroutine ... was never awaited' warning), then close the connections."""
-        from litellm.litellm_core_utils.logging_worker import GLOBAL_LOGGING_WORKER
-
-        try:
-            await asyncio.wait_for(GLOBAL_LOGGING_WORKER.flush(), timeout=10)
-        except asyncio.TimeoutError:
-            pass
-        await self._session.close()
+        """Close its own connection (JobConnection.close); a job's shared one is closed at the job's end."""
+        if self._owns_connection:
+            await self._connection.close()
 
     def _params(self) -> dict:
         inf = self.cfg.inference

@@ -1,4 +1,5 @@
-"""The generation script: one unit (one input chunk × one seed), or every unit of a plan (++output_dir) in turn:
+"""The generation script: one unit (one input chunk × one seed), or every unit of a plan (++output_dir) through one
+request pool (job_pool.py):
   python -m pipeline_kit.inference.generate ++input_file=... ++output_file=... ++server.base_url=... ++server.model=...
 Skips finished work (.done), resumes from the in-progress file, writes the final file in input order, merges chunks."""
 
@@ -15,14 +16,14 @@ from pipeline_kit.errors import UserError
 from pipeline_kit.inference import done_key, unit_files
 from pipeline_kit.inference.client import GenerationClient
 from pipeline_kit.inference.config import GenerateConfig, parse_generate_config
-from pipeline_kit.inference.progress import Progress
+from pipeline_kit.inference.job_pool import UnitWork, run_units
 from pipeline_kit.inference.prompts import load_prompt_config, split_prefill
 from pipeline_kit.inference.refusals import RequestsFailed, Tally
 from pipeline_kit.inference.registry import task_class
 from pipeline_kit.inference.tasks import check_input_file, input_file_digest, prompt_fields
 from pipeline_kit.inference.tir import CodeRunner, check_code_settings, code_tags_path
 from pipeline_kit.inference.units import expand
-from pipeline_kit.server_wait import ServerError, wait_until_ready
+from pipeline_kit.server_wait import ServerError
 
 
 def say(message: str) -> None:
@@ -118,78 +119,10 @@ def output_key(cfg: GenerateConfig, rows: list[tuple[int, dict]]) -> str:
     return DEFAULT_KEY
 
 
-class Limited:
-    """A model whose requests wait for a slot of `semaphore` (++max_concurrent_requests in flight at most)."""
-
-    def __init__(self, model, semaphore: asyncio.Semaphore):
-        self.model, self.semaphore = model, semaphore
-
-    async def generate(self, messages: list[dict]):
-        async with self.semaphore:
-            return await self.model.generate(messages)
-
-
-class Watched:
-    """One sample's view of the model: `failure` is the `error` of the first of its requests that failed (the
-    server refused it, see refusals.py; a result with `failed` set), None while none did."""
-
-    def __init__(self, model):
-        self.model, self.failure = model, None
-
-    async def generate(self, request):
-        result = await self.model.generate(request)
-        if self.failure is None and result.failed:
-            self.failure = result.error
-        return result
-
-
-async def generate_unit(cfg: GenerateConfig, task, key: str | None, done_key: dict[str, object]) -> Tally:
-    """Every sample of `task` (its `rows`, `open_model(cfg, key)` and `sample(i, model)` for position i) not yet in
-    the in-progress file. Returns the tally of failed samples: with any, the output is written but not done."""
-
-    rows = task.rows
-    progress_file = unit_files.InProgress(cfg.output_file)
-    todo = [i for i in range(len(rows)) if i not in progress_file.samples]
-    say(f"{cfg.output_file}: {len(rows)} samples, {len(rows) - len(todo)} already done, {len(todo)} to request")
-    tally = Tally(cfg.server.base_url, len(todo))
-    try:
-        if todo:
-            started_here = cfg.server.server_log is not None  # kit started it (its log is known): it may be loading
-            timeout = cfg.server.ready_timeout if started_here else cfg.server.external_ready_timeout
-            waited = wait_until_ready(cfg.server.base_url, timeout, cfg.server.server_log, key)
-            say(f"server {cfg.server.base_url} ready after {waited:.1f} s")
-            opened = await task.open_model(cfg, key)
-            model = Limited(opened, asyncio.Semaphore(cfg.max_concurrent_requests))
-            progress = Progress(len(rows), len(rows) - len(todo), cfg.progress_every)
-
-            async def one(i: int) -> None:
-                watched = Watched(model)
-                progress_file.add(i, await task.sample(i, watched), failed=watched.failure is not None)
-                progress.advance()
-                tally.add(watched.failure)  # stops the run when every request so far failed
-
-            tasks = [asyncio.ensure_future(one(i)) for i in todo]
-            try:
-                await asyncio.gather(*tasks)
-            except BaseException:
-                for t in tasks:
-                    t.cancel()
-                await asyncio.gather(*tasks, return_exceptions=True)
-                raise
-            finally:
-                await opened.close()
-        progress_file.finish(cfg.output_file, len(rows), done_key)  # failures of earlier runs were asked again
-    finally:
-        progress_file.close()
-    line = f"wrote {cfg.output_file}: {len(rows)} samples, {tally.failed} failed"
-    if tally.failed:
-        line += f" (first: {tally.first}); not marked done: a rerun requests the failed samples again"
-    say(line)
-    return tally
-
-
-def run(cfg: GenerateConfig) -> Tally | None:
-    """One unit; returns its tally when some of its samples failed (it is then not done: no merge, no postprocess)."""
+def prepare(cfg: GenerateConfig) -> UnitWork | None:
+    """One unit before any request: a rerun (++rerun_done) clears its .done (and cuts a merged file back into chunk
+    files); a done unit (or merged chunk) is checked against its .done key and skipped, and a done chunk's merge and
+    the postprocess are run now. Returns the work of a unit that has samples to request (job_pool.py), else None."""
 
     out = Path(cfg.output_file)
     merged = unit_files.merged_file(out, cfg.chunk_id) if cfg.num_chunks is not None else None
@@ -210,16 +143,20 @@ def run(cfg: GenerateConfig) -> Tally | None:
     if not cfg.rerun_done and done_key.done_marker(out).exists():
         done_key.check_done(out, key, rerun_hint)
         say(f"{out} is done; skipping (pass ++rerun_done=true to redo it)")
-    else:
-        tally = asyncio.run(generate_unit(cfg, make_task(cfg), api_key(cfg), key))
-        if tally.failed:
-            return tally
-    final = out
-    if merged is not None:
-        if not unit_files.merge_chunks(merged, cfg.num_chunks, done_key.merged_fields(key)):
-            return None
-        say(f"merged {cfg.num_chunks} chunks into {merged}")
-        final = merged
+        when_done(cfg, key)
+        return None
+    return UnitWork(cfg, key, make_task, lambda: when_done(cfg, key))
+
+
+def when_done(cfg: GenerateConfig, key: dict[str, object]) -> None:
+    """After a unit is done: the merge of its chunks (by the last chunk done), then the postprocess command on the
+    merged file (the unit's own file without chunks)."""
+    final = Path(cfg.output_file)
+    if cfg.num_chunks is not None:
+        final = unit_files.merged_file(final, cfg.chunk_id)
+        if not unit_files.merge_chunks(final, cfg.num_chunks, done_key.merged_fields(key)):
+            return
+        say(f"merged {cfg.num_chunks} chunks into {final}")
     if cfg.postprocess_cmd:
         say(f"postprocess: {cfg.postprocess_cmd}")
         subprocess.run(
@@ -228,7 +165,15 @@ def run(cfg: GenerateConfig) -> Tally | None:
             check=True,
             env={**os.environ, "KIT_OUTPUT_FILE": str(final), "KIT_PYTHON": sys.executable},
         )
-    return None
+
+
+def run_job(units: list[GenerateConfig]) -> dict[str, Tally]:
+    """Every unit of a job: the done ones skipped, the others through one request pool (job_pool.py). Returns the
+    tallies of the units with failed samples (written, not done), by output file."""
+    works = [work for work in map(prepare, units) if work is not None]
+    if not works:
+        return {}
+    return asyncio.run(run_units(works, api_key(works[0].cfg)))
 
 
 def make_task(cfg: GenerateConfig):
@@ -248,12 +193,9 @@ def _input_digest(cfg: GenerateConfig) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    failed: dict[str, Tally] = {}  # output file -> its tally, for the units with failed samples
     try:
-        for unit in expand(parse_generate_config(list(sys.argv[1:] if argv is None else argv))):
-            tally = run(unit)
-            if tally is not None:
-                failed[unit.output_file] = tally
+        # output file -> its tally, for the units with failed samples
+        failed = run_job(expand(parse_generate_config(list(sys.argv[1:] if argv is None else argv))))
     except UserError as e:
         print(f"kit generate: error: {e}", file=sys.stderr)
         return 2

@@ -1,5 +1,5 @@
 """The units of a generation run: one input chunk × one random seed, each with its output file
-(`output[-rs{seed}][_chunk_{k}].jsonl`). `kit generate` plans them; the generation script runs them in turn."""
+(`output[-rs{seed}][_chunk_{k}].jsonl`). `kit generate` plans them; a job's units share one request pool."""
 
 from __future__ import annotations
 

@@ -217,12 +217,17 @@ def genselect_spec(spec: GenerateSpec) -> GenerateSpec:
     )
 
 
+def nothing_to_generate(plan: UnitPlan) -> str:
+    return f"kit generate: all {len(plan.units)} units in {plan.output_dir} are done; nothing to generate"
+
+
 def _unit_jobs(cluster: ClusterConfig, spec: GenerateSpec, options: JobOptions, plan: UnitPlan) -> list[Job]:
 
     io = {"inputs": [plan.input_file, *model_inputs(spec.server)], "outputs": [plan.output_dir]}
     if not plan.todo:
-        message = f"kit generate: all {len(plan.units)} units in {plan.output_dir} are done; nothing to generate"
-        done = Command(f"echo {shlex.quote(message)}", name="done", container=client_container(cluster, spec))
+        done = Command(
+            f"echo {shlex.quote(nothing_to_generate(plan))}", name="done", container=client_container(cluster, spec)
+        )
         only = JobPlan("", [CommandGroup([done], name="done")], io)
         return chain(replace(options, dependent_jobs=0), lambda copy: [only])
 

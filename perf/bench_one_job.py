@@ -1,0 +1,196 @@
+"""Many units in one job (issue 26, part 0; see perf/README.md): `kit generate` of P problems x S seeds, greedy,
+in ONE job on executor none, against a bare `openai.AsyncOpenAI` loop sending the same P x S requests (same seeds,
+same concurrency), side by side against the same CPU vLLM server (the tiny test model), then `kit generate` again
+with every unit done.
+
+  python perf/bench_one_job.py                                     # kit = this checkout
+  python perf/bench_one_job.py --tree before=/tmp/main-tree --tree after=.   # two kit trees, same run
+  options: --problems 500 --seeds 4 --max_tokens 12 --concurrency 512 --rounds 3 [--server stub]
+
+Each kit tree is run two ways, with this checkout's .venv and PYTHONPATH=TREE (another tree's code, this venv's
+packages): `NAME` is the CLI, `.venv/bin/kit generate` (parsing, planning, nemo-run, the job's process, its imports,
+the requests, the final files); `NAME:job` is the job's own command alone, `python -m pipeline_kit.inference.generate
+++output_dir=... ++units=[rs0,...]`, what the CLI runs on none. Every run is a fresh process, timed start to exit. The clients alternate within a round, the order reversed every
+other round; ratios are taken within a round (bare seconds / kit seconds: 1 = as fast as the bare loop).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+
+import bench_client  # noqa: E402  (the servers: start_vllm, start_stub, wait_ready, stop)
+
+
+async def bare_requests(url: str, model: str, prompts: list[str], seeds: int, concurrency: int, max_tokens: int):
+    from openai import AsyncOpenAI
+
+    client = AsyncOpenAI(base_url=url, api_key="EMPTY")  # SDK defaults (httpx, 2 retries), as in bench_client.py
+    semaphore = asyncio.Semaphore(concurrency)
+
+    async def one(prompt: str, seed: int) -> str:
+        async with semaphore:
+            resp = await client.chat.completions.create(
+                model=model,
+                messages=[{"role": "user", "content": prompt}],
+                temperature=0.0,
+                top_p=0.95,
+                max_tokens=max_tokens,
+                seed=seed,
+            )
+        return resp.choices[0].message.content or ""
+
+    texts = await asyncio.gather(*(one(p, s) for s in range(seeds) for p in prompts))
+    await client.close()
+    return texts
+
+
+def bare_main(argv: list[str]) -> None:
+    """The bare loop: every (seed, problem) request at `concurrency`, then one output file per seed."""
+    url, model, input_file, output_dir, seeds, concurrency, max_tokens = argv
+    records = [json.loads(line) for line in Path(input_file).read_text().splitlines()]
+    prompts = [r["problem"] for r in records]  # the prompt ++prompt_config=generic/default builds
+    texts = asyncio.run(bare_requests(url, model, prompts, int(seeds), int(concurrency), int(max_tokens)))
+    out = Path(output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    for s in range(int(seeds)):
+        part = texts[s * len(records) : (s + 1) * len(records)]
+        lines = (json.dumps({**r, "generation": t}) + "\n" for r, t in zip(records, part, strict=True))
+        (out / f"output-rs{s}.jsonl").write_text("".join(lines))
+
+
+def timed(argv: list[str], env: dict | None = None, cwd: Path | None = None) -> tuple[float, str]:
+    """(wall seconds, output) of one process; its CPU seconds (user + sys, its children included) go to CPU."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    res = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=cwd)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    CPU.append((after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime))
+    if res.returncode != 0:
+        raise SystemExit(f"{' '.join(argv[:3])} failed ({res.returncode}):\n{res.stdout}\n{res.stderr}")
+    return wall, res.stdout + res.stderr
+
+
+CPU: list[float] = []  # the CPU seconds of each timed process, in order
+
+
+def check_outputs(out: Path, problems: int, seeds: int) -> None:
+    for s in range(seeds):
+        lines = (out / f"output-rs{s}.jsonl").read_text().splitlines()
+        ids = [json.loads(line)["id"] for line in lines]
+        if ids != list(range(problems)):
+            raise SystemExit(f"{out}/output-rs{s}.jsonl: {len(ids)} lines, not ids 0..{problems - 1} in order")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--server", choices=["stub", "vllm"], default="vllm")
+    ap.add_argument("--problems", type=int, default=500)
+    ap.add_argument("--seeds", type=int, default=4)
+    ap.add_argument("--max_tokens", type=int, default=12)
+    ap.add_argument("--concurrency", type=int, default=512)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--tree", action="append", metavar="NAME=PATH", help="a kit tree to run (repeatable)")
+    ap.add_argument("--bare_client", nargs=7, metavar="ARG", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.bare_client:
+        bare_main(args.bare_client)
+        return
+
+    trees = dict(t.split("=", 1) for t in (args.tree or [f"kit={ROOT}"]))
+    work = Path(tempfile.mkdtemp(prefix="bench-one-job-"))
+    inp = work / "in.jsonl"
+    inp.write_text("".join(json.dumps({"id": i, "problem": f"What is 0+{i}?"}) + "\n" for i in range(args.problems)))
+    (work / "configs").mkdir()
+    (work / "configs" / "local-procs.yaml").write_text(f"executor: none\njob_dir: {work / 'jobs'}\n")
+    port = bench_client.free_port()
+    url = f"http://127.0.0.1:{port}/v1"
+    if args.server == "stub":
+        server, model = bench_client.start_stub(port, pin=False), "stub"
+        bench_client.wait_ready(url, server, 30)
+    else:
+        why = bench_client.vllm_ready()
+        if why:
+            raise SystemExit(f"vLLM figure pending: {why}")
+        server, model = bench_client.start_vllm(port, work / "vllm.log"), "tiny"
+        t = time.monotonic()
+        bench_client.wait_ready(url, server, 900)
+        print(f"vLLM ready after {time.monotonic() - t:.0f} s (log: {work / 'vllm.log'})", flush=True)
+    kit = [str(ROOT / ".venv" / "bin" / "kit"), "generate", "--cluster=local-procs", f"--config_dir={work / 'configs'}"]
+    kit += ["--server_type=openai", f"--server_address={url}", f"--model={model}", f"--input_file={inp}"]
+    kit += [f"--num_random_seeds={args.seeds}", "++prompt_config=generic/default", "++inference.temperature=0"]
+    kit += [f"++max_concurrent_requests={args.concurrency}", f"++inference.tokens_to_generate={args.max_tokens}"]
+    kit += ["++progress_every=100000"]
+    units = ",".join(f"rs{seed}" for seed in range(args.seeds))
+    job = [str(ROOT / ".venv" / "bin" / "python"), "-m", "pipeline_kit.inference.generate", f"++input_file={inp}"]
+    job += [f"++server.base_url={url}", f"++server.model={model}", f"++units=[{units}]", *kit[-5:]]
+    bare = [sys.executable, __file__, "--bare_client", url, model, str(inp)]
+    rest = [str(args.seeds), str(args.concurrency), str(args.max_tokens)]
+    # first requests (vLLM: first batches) and first imports, outside the rounds
+    timed([*bare, str(work / "warm"), "1", "64", str(args.max_tokens)])
+    load = os.getloadavg()
+    print(f"server={args.server} problems={args.problems} seeds={args.seeds} max_tokens={args.max_tokens} "
+          f"concurrency={args.concurrency} trees={trees} work={work} load={load[0]:.2f}", flush=True)  # fmt: skip
+    clients = ["bare", *trees, *(f"{name}:job" for name in trees)]
+    results: dict[str, list[float]] = {c: [] for c in clients}
+    cpu: dict[str, list[float]] = {c: [] for c in clients}
+    reruns: dict[str, list[float]] = {c: [] for c in clients if c != "bare"}
+    loads: list[float] = []
+    try:
+        for r in range(args.rounds):
+            loads.append(os.getloadavg()[0])
+            for who in clients if r % 2 == 0 else clients[::-1]:
+                out = work / f"out-{who}-{r}"
+                if who == "bare":
+                    wall, _ = timed([*bare, str(out), *rest])
+                    cpu[who].append(CPU[-1])
+                    line = f"round {r + 1} {who:<8} {wall:6.2f} s  CPU {CPU[-1]:5.1f} s"
+                else:
+                    name = who.removesuffix(":job")
+                    env = {**os.environ, "PYTHONPATH": trees[name], "KIT_HOME": str(work / f"home-{name}" / ".kit")}
+                    command = [*job, f"++output_dir={out}"] if who.endswith(":job") else [*kit, f"--output_dir={out}"]
+                    # run outside any git checkout: no code of the user's to package
+                    wall, log = timed(command, env, cwd=work)
+                    cpu[who].append(CPU[-1])
+                    again, _ = timed(command, env, cwd=work)
+                    reruns[who].append(again)
+                    checks = log.count("ready after")  # the server check: once per unit before, once per job after
+                    line = (
+                        f"round {r + 1} {who:<8} {wall:6.2f} s  CPU {cpu[who][-1]:5.1f} s  (server checks: {checks}; "
+                    )
+                    line += f"done rerun {again:.2f} s)"
+                check_outputs(out, args.problems, args.seeds)
+                results[who].append(wall)
+                print(line, flush=True)
+    finally:
+        bench_client.stop(server, group=args.server == "vllm")
+    n = args.problems * args.seeds
+    print(f"\n{n} requests; median (min-max) over {args.rounds} rounds; load (1 min) at round starts: {loads}")
+    for who in clients:
+        ws = results[who]
+        line = f"{who:<8} {statistics.median(ws):.2f} s ({min(ws):.2f}-{max(ws):.2f}), {n / statistics.median(ws):.0f} req/s"
+        line += f", CPU {statistics.median(cpu[who]):.1f} s ({min(cpu[who]):.1f}-{max(cpu[who]):.1f})"
+        if who != "bare":
+            ratios = [b / k for b, k in zip(results["bare"], ws, strict=True)]
+            line += f"; bare / kit {statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f})"
+            rr = reruns[who]
+            line += f"; done rerun {statistics.median(rr):.2f} s ({min(rr):.2f}-{max(rr):.2f})"
+        print(line)
+
+
+if __name__ == "__main__":
+    main()

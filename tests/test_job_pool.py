@@ -1,0 +1,108 @@
+"""One request pool per job (inference/job_pool.py): the units of a plan (++output_dir, chunks x seeds) share
+++max_concurrent_requests, so requests of different units are in flight together; each unit still writes, finishes
+and merges its own files, and a job killed mid-run resumes exactly."""
+
+from __future__ import annotations
+
+import json
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from conftest import problems, rows
+from test_generate_unit import generate
+
+UNITS = "++units=[rs0_chunk_0,rs0_chunk_1,rs1_chunk_0,rs1_chunk_1]"
+
+
+def plan(server, inp: Path, out: Path, *more: str) -> list[str]:
+    return [
+        f"++input_file={inp}",
+        f"++output_dir={out}",
+        f"++server.base_url={server.url}",
+        "++server.model=stub",
+        "++num_chunks=2",
+        UNITS,
+        *more,
+    ]
+
+
+def expected(n: int, seed: int) -> list[tuple[int, str]]:
+    return [(i, f"\\boxed{{{i + seed}}}") for i in range(n)]
+
+
+def test_units_of_a_job_share_one_pool_of_requests(stub, tmp_path):
+    server = stub("--delay", "0.3", "--add_seed")
+    inp, out = problems(tmp_path, 8), tmp_path / "out"  # 4 units of 4 rows
+    res = generate(*plan(server, inp, out, "++max_concurrent_requests=16"))
+    assert res.returncode == 0, res.stderr
+    sent = server.requests()
+    assert len(sent) == 16
+    # every request arrived while others were in flight: more than one unit's rows at once, of both seeds
+    assert max(r["in_flight"] for r in sent) > 4, [r["in_flight"] for r in sent]
+    first = sorted(sent, key=lambda r: r["arrived"])[:8]
+    assert {r["body"]["seed"] for r in first} == {0, 1}
+    assert res.stderr.count("ready after") == 1  # the server is checked once per job
+    for seed in (0, 1):
+        merged = out / f"output-rs{seed}.jsonl"
+        assert [(r["id"], r["generation"]) for r in rows(merged)] == expected(8, seed)
+        assert Path(f"{merged}.done").exists()
+    assert not list(out.glob("*_chunk_*")) and not list(out.glob("*.in-progress"))
+    # done: a rerun requests nothing
+    again = generate(*plan(server, inp, out, "++max_concurrent_requests=16"))
+    assert again.returncode == 0 and again.stderr.count("is done; skipping") == 4, again.stderr
+    assert len(server.requests()) == 16
+
+
+def on_disk(out: Path, n_per_unit: int) -> int:
+    """Samples a rerun need not request: those of done units, and the finished lines of in-progress files."""
+    count = 0
+    for seed in (0, 1):
+        if Path(f"{out}/output-rs{seed}.jsonl.done").exists():
+            count += 2 * n_per_unit
+            continue
+        for k in (0, 1):
+            unit = out / f"output-rs{seed}_chunk_{k}.jsonl"
+            if Path(f"{unit}.done").exists():
+                count += n_per_unit
+                continue
+            try:
+                lines = Path(f"{unit}.in-progress").read_text().splitlines()
+            except FileNotFoundError:  # not started, or finished between the looks (polled while the job runs)
+                lines = []
+            positions = set()
+            for line in lines:
+                try:
+                    positions.add(json.loads(line)["_kit_position"])
+                except (json.JSONDecodeError, KeyError):
+                    pass  # the line torn by the kill
+            count += len(positions)
+    return count
+
+
+def test_a_job_killed_mid_run_resumes_every_unit_exactly(stub, tmp_path):
+    server = stub("--delay", "0.05", "--add_seed")
+    inp, out = problems(tmp_path, 40), tmp_path / "out"  # 4 units of 10 rows
+    args = plan(server, inp, out, "++max_concurrent_requests=8")
+    proc = subprocess.Popen([sys.executable, "-m", "pipeline_kit.inference.generate", *args], stderr=subprocess.PIPE)
+    kill_at = random.randint(5, 60)
+    deadline = time.time() + 60
+    while time.time() < deadline and on_disk(out, 10) < kill_at:
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    kept, first = on_disk(out, 10), len(server.requests())
+    assert kill_at <= kept < 80
+
+    res = generate(*args)
+    assert res.returncode == 0, res.stderr
+    asked = [(r["body"]["seed"], r["prompt"]) for r in server.requests()[first:]]
+    assert len(asked) == 80 - kept and len(set(asked)) == len(asked)  # only the missing samples, each once
+    for seed in (0, 1):
+        merged = out / f"output-rs{seed}.jsonl"
+        assert [(r["id"], r["generation"]) for r in rows(merged)] == expected(40, seed)  # complete, no duplicates
+        assert Path(f"{merged}.done").exists()
+    assert not list(out.glob("*_chunk_*")) and not list(out.glob("*.in-progress"))
