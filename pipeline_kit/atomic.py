@@ -4,6 +4,7 @@ any file. mkstemp alone would leave every such file -rw------- whatever the umas
 
 from __future__ import annotations
 
+import glob
 import os
 import tempfile
 from pathlib import Path
@@ -43,3 +44,12 @@ def write_atomic(path: str | Path, text: str, private: bool = False) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def remove_stale_temps(path: str | Path) -> None:
+    """The temporary files a writer of `path` killed mid-write left behind (write_atomic's `.NAME.XXXXXXXX`): a
+    SIGKILL skips the clean-up above. Call it only where nothing else writes `path` now."""
+    path = Path(path)
+    for stale in path.parent.glob(f".{glob.escape(path.name)}.*"):
+        if len(stale.name) == len(path.name) + 10:  # '.' + name + '.' + mkstemp's 8 random characters
+            stale.unlink(missing_ok=True)

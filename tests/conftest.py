@@ -234,6 +234,16 @@ def stub(tmp_path):
         s.stop()
 
 
+def generate(*overrides: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    """The generation script run as a job runs it: `python -m pipeline_kit.inference.generate ++key=value...`."""
+    return subprocess.run(
+        [sys.executable, "-m", "pipeline_kit.inference.generate", *overrides],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
 def problems(tmp_path: Path, n: int, name: str = "in.jsonl") -> Path:
     path = tmp_path / name
     path.write_text(

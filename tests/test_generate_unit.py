@@ -14,16 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import Stub, problems, rows
-
-
-def generate(*overrides: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "pipeline_kit.inference.generate", *overrides],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+from conftest import Stub, generate, problems, rows
 
 
 def base(server: Stub, inp: Path, out: Path, *more: str) -> list[str]:

@@ -12,8 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from conftest import problems, rows
-from test_generate_unit import generate
+from conftest import generate, problems, rows
 
 UNITS = "++units=[rs0_chunk_0,rs0_chunk_1,rs1_chunk_0,rs1_chunk_1]"
 
@@ -85,16 +84,16 @@ def on_disk(out: Path, n_per_unit: int) -> int:
 
 def test_a_job_killed_mid_run_resumes_every_unit_exactly(stub, tmp_path):
     server = stub("--delay", "0.05", "--add_seed")
-    inp, out = problems(tmp_path, 40), tmp_path / "out"  # 4 units of 10 rows
+    inp, out = problems(tmp_path, 40), tmp_path / "out"  # 4 units of 20 rows
     args = plan(server, inp, out, "++max_concurrent_requests=8")
     proc = subprocess.Popen([sys.executable, "-m", "pipeline_kit.inference.generate", *args], stderr=subprocess.PIPE)
-    kill_at = random.randint(5, 60)
+    kill_at = random.randint(5, 40)  # at most half: units also finish one after another
     deadline = time.time() + 60
-    while time.time() < deadline and on_disk(out, 10) < kill_at:
+    while time.time() < deadline and on_disk(out, 20) < kill_at:
         time.sleep(0.005)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    kept, first = on_disk(out, 10), len(server.requests())
+    kept, first = on_disk(out, 20), len(server.requests())
     assert kill_at <= kept < 80
 
     res = generate(*args)
@@ -106,3 +105,18 @@ def test_a_job_killed_mid_run_resumes_every_unit_exactly(stub, tmp_path):
         assert [(r["id"], r["generation"]) for r in rows(merged)] == expected(40, seed)  # complete, no duplicates
         assert Path(f"{merged}.done").exists()
     assert not list(out.glob("*_chunk_*")) and not list(out.glob("*.in-progress"))
+
+
+def test_temp_files_a_killed_writer_left_are_removed_when_the_unit_runs_again(stub, tmp_path):
+    """A SIGKILL during an atomic write leaves write_atomic's `.NAME.XXXXXXXX` behind; the unit's next run clears it
+    (and nothing else of the folder)."""
+    server = stub("--add_seed")
+    inp, out = problems(tmp_path, 4), tmp_path / "out"
+    out.mkdir()
+    stale = [out / ".output-rs0_chunk_0.jsonl.k9x_2ab7", out / ".output-rs1.jsonl.zz01qq3m"]
+    kept = [out / ".output-rs0_chunk_0.jsonl.notes", out / "mine.txt"]
+    for path in stale + kept:
+        path.write_text("half")
+    res = generate(*plan(server, inp, out))
+    assert res.returncode == 0, res.stderr
+    assert not any(p.exists() for p in stale) and all(p.exists() for p in kept)

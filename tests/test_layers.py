@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -68,3 +69,88 @@ def test_shipped_benchmark_modules_import_only_the_helpers_of_kit():
             names += [a.name for a in node.names] if isinstance(node, ast.Import) else []
             kit = [n for n in names if n.split(".")[0] == "pipeline_kit"]
             assert all(n == "pipeline_kit.benchmark_helpers" for n in kit), f"{path}: imports {kit}"
+
+
+# Imports inside functions (docs/architecture.md, "Imports inside functions"): each keeps a third-party library out of
+# modules that do not need it (heavy to import, or in an extra the process may not have), loads a CLI command's
+# implementation only when it runs, or says why on its line (`# lazy: <reason>`).
+PACKAGE = ROOT / "pipeline_kit"
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _top_level_imports(tree: ast.Module) -> set[str]:
+    """What a module imports when it is imported: its top-level statements, those under if/try included."""
+    names: set[str] = set()
+    for stmt in tree.body:
+        if not isinstance(stmt, (ast.Import, ast.ImportFrom, ast.If, ast.Try)):
+            continue
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.Import):
+                names |= {a.name for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names |= {node.module, *(f"{node.module}.{a.name}" for a in node.names)}
+    return names
+
+
+def _kit_modules_named(name: str, modules: dict) -> list[str]:
+    """The kit modules importing NAME runs: the package path down to it (`a.b.c` imports a, a.b, a.b.c)."""
+    parts = name.split(".")
+    return [m for m in (".".join(parts[:i]) for i in range(2, len(parts) + 1)) if m in modules]
+
+
+def _third_party(name: str) -> bool:
+    top = name.split(".")[0]
+    return top not in sys.stdlib_module_names and top not in ("pipeline_kit", "__future__")
+
+
+def _says_why(source: list[str], node: ast.stmt) -> bool:
+    """A `# lazy: <reason>` on the import's own lines, or on the comment line over the run of imports it is in."""
+    if any("# lazy:" in line for line in source[node.lineno - 1 : node.end_lineno]):
+        return True
+    above = node.lineno - 2
+    while above >= 0 and source[above].strip().startswith(("from ", "import ")):
+        above -= 1
+    return above >= 0 and source[above].strip().startswith("# lazy:")
+
+
+def test_imports_inside_functions_have_a_reason():
+    modules = {_module_name(p): ast.parse(p.read_text()) for p in PACKAGE.rglob("*.py")}
+    top = {m: _top_level_imports(tree) for m, tree in modules.items()}
+    reaches: dict[str, bool] = {}
+
+    def reaches_third_party(module: str, seen: frozenset = frozenset()) -> bool:
+        if module not in reaches:
+            imported = top.get(module, set())
+            inner = {k for n in imported if n.startswith("pipeline_kit.") for k in _kit_modules_named(n, modules)}
+            reaches[module] = any(_third_party(n) for n in imported) or any(
+                reaches_third_party(k, seen | {module}) for k in inner - seen - {module}
+            )
+        return reaches[module]
+
+    unexplained = []
+    for module, tree in sorted(modules.items()):
+        lines = (PACKAGE.parent / (module.replace(".", "/"))).with_suffix(".py")
+        source = (lines if lines.exists() else lines.with_suffix("") / "__init__.py").read_text().splitlines()
+        for func in ast.walk(tree):
+            if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for node in ast.walk(func):
+                if not isinstance(node, (ast.Import, ast.ImportFrom)) or _says_why(source, node):
+                    continue
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+                if isinstance(node, ast.ImportFrom):
+                    names += [f"{node.module}.{a.name}" for a in node.names]
+                kit = [k for n in names for k in _kit_modules_named(n, modules)]
+                if any(_third_party(n) for n in names) or module.startswith("pipeline_kit.cli"):
+                    continue
+                if kit and any(reaches_third_party(k) for k in kit):
+                    continue
+                unexplained.append(f"{module}:{node.lineno}: {source[node.lineno - 1].strip()}")
+    assert not unexplained, (
+        "imports inside functions that neither keep a third-party library out nor say why (`# lazy: <reason>`); "
+        "move them to the top of the module:\n" + "\n".join(unexplained)
+    )

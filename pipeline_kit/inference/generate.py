@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from pipeline_kit.atomic import remove_stale_temps
 from pipeline_kit.content_digest import file_digest
 from pipeline_kit.errors import UserError
 from pipeline_kit.inference import done_key, unit_files
@@ -145,6 +146,8 @@ def prepare(cfg: GenerateConfig) -> UnitWork | None:
         say(f"{out} is done; skipping (pass ++rerun_done=true to redo it)")
         when_done(cfg, key)
         return None
+    for path in (out, merged) if merged is not None else (out,):  # what a kill mid-write left (this job owns them)
+        remove_stale_temps(path)
     return UnitWork(cfg, key, make_task, lambda: when_done(cfg, key))
 
 

@@ -14,6 +14,9 @@ import sys
 from pathlib import Path
 
 from pipeline_kit.errors import UserError
+from pipeline_kit.grading.extraction import extract_answer
+from pipeline_kit.grading.grade import task_of
+from pipeline_kit.grading.grader_pool import grade_tasks
 from pipeline_kit.jsonl import read_jsonl, write_jsonl
 
 DOMAINS_FILE = "magpie/domains.yaml"  # under the shipped prompts/
@@ -109,7 +112,6 @@ def seed_of(path: Path) -> int:
 def gather(responses_dir: str, solutions_file: str) -> list[dict]:
     """One row per (problem, seed), problems in input order: the response's fields plus `seed` and the problem's
     `reference_answer` (its expected_answer when known, else the answer of its low-temperature solution)."""
-    from pipeline_kit.grading.extraction import extract_answer
 
     files = sorted(Path(responses_dir).glob("output-rs*.jsonl"), key=seed_of)
     if not files:
@@ -132,9 +134,6 @@ def gather(responses_dir: str, solutions_file: str) -> list[dict]:
 def grade(rows: list[tuple[int, dict]]) -> list[dict]:
     """Each row with `score` 1.0 (its answer equals the reference) or 0.0; None without a reference answer. Graded
     as `kit grade` grades (multiple choice, lists in any order), in the grader's process pool."""
-    from pipeline_kit.grading.extraction import extract_answer
-    from pipeline_kit.grading.grade import task_of
-    from pipeline_kit.grading.grader_pool import grade_tasks
 
     referenced = [(line_no, row) for line_no, row in rows if row.get(REFERENCE_FIELD) is not None]
     tasks = [

@@ -12,6 +12,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+from pipeline_kit.atomic import write_atomic
 from pipeline_kit.errors import UserError, did_you_mean
 from pipeline_kit.jsonl import read_jsonl, write_jsonl
 
@@ -191,7 +192,6 @@ def build(prepared: str, methods: list[str], out_file: str, rephrase_dir: str | 
             text = f"{r['masked_question'].rstrip()} {FOBAR_QUESTION.format(answer=r['answer'])}"
             add("fobar", "keep", question("fobar", r["original_id"], text, r["masked_value"]))
     write_jsonl(out_file, out)
-    from pipeline_kit.atomic import write_atomic
 
     write_atomic(Path(out_file).parent / "stats.json", json.dumps(stats, indent=2) + "\n")
     return f"{len(out)} questions to solve: " + ", ".join(f"{stats[TYPES[m]]['questions']} {TYPES[m]}" for m in methods)
@@ -251,7 +251,6 @@ def collect(solve_dir: str, build_stats: str, out_file: str, stats_file: str) ->
                      "problem": rec["problem"], "generation": rec["generation"],
                      "expected_answer": rec["expected_answer"], "original_id": rec["original_id"]})  # fmt: skip
     write_jsonl(out_file, kept)
-    from pipeline_kit.atomic import write_atomic
 
     write_atomic(stats_file, json.dumps(stats, indent=2) + "\n")
     by_type = ", ".join(f"{v['kept']} {t}" for t, v in stats.items())

@@ -11,6 +11,10 @@ import argparse
 import math
 import sys
 
+from pipeline_kit.errors import UserError
+from pipeline_kit.jsonl import read_jsonl
+from pipeline_kit.recipes.magpie_data import write_rows
+
 
 def select_pair(responses: list[dict], score_field: str, min_gap: float) -> tuple[dict, dict] | None:
     """(best, worst) of one problem's responses, or None when fewer than two are scored, all tie, or the gap is
@@ -55,9 +59,6 @@ def preference_pairs(rows: list[dict], score_field: str, min_gap: float, prompt_
 
 
 def main(argv: list[str]) -> int:
-    from pipeline_kit.errors import UserError
-    from pipeline_kit.jsonl import read_jsonl
-    from pipeline_kit.recipes.magpie_data import write_rows
 
     parser = argparse.ArgumentParser(prog="python -m pipeline_kit.recipes.preference_pairs")
     parser.add_argument("scored")

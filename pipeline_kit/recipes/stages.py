@@ -12,6 +12,7 @@ import time
 from dataclasses import asdict, dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
 
+from pipeline_kit.atomic import write_atomic
 from pipeline_kit.cluster import ClusterConfig
 from pipeline_kit.content_digest import path_digest
 from pipeline_kit.errors import UserError
@@ -109,8 +110,6 @@ def move_aside(folder: str) -> str:
 def start(plans: list[StagePlan]) -> list[str]:
     """Before submission: move the folders of stages that rerun aside, and record the key each running stage's
     folder is made with. Returns what was moved, as lines to print."""
-    from pipeline_kit.atomic import write_atomic
-
     lines = []
     for p in plans:
         if p.action == "skip":
@@ -123,6 +122,7 @@ def start(plans: list[StagePlan]) -> list[str]:
 
 def build_jobs(cluster: ClusterConfig, spec: object, options: JobOptions) -> list[Job]:
     """The jobs of one stage's spec, from the builder the CLI uses for it."""
+    # lazy: stage_done (run inside a job) imports this module, and a job never loads the job builders
     from pipeline_kit.jobs import RunCmdSpec, run_cmd_jobs
     from pipeline_kit.jobs.evaluate import EvalSpec, eval_jobs
     from pipeline_kit.jobs.generate import GenerateSpec, generate_jobs

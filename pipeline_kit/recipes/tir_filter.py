@@ -13,6 +13,8 @@ from pathlib import Path
 
 from pipeline_kit.atomic import write_atomic
 from pipeline_kit.errors import UserError
+from pipeline_kit.grading.grade import task_of
+from pipeline_kit.grading.grader_pool import grade_tasks
 from pipeline_kit.jsonl import read_jsonl, write_jsonl
 
 # why a record is dropped, in the order they are checked (a record counts under the first that applies)
@@ -49,8 +51,6 @@ def code_reason(record: dict, where: str) -> str | None:
 
 def filter_records(records: list[tuple[str, dict]], extract: str = "boxed") -> tuple[list[dict], dict[str, int]]:
     """(the kept SFT records, the count of each drop reason) of (where, record) pairs."""
-    from pipeline_kit.grading.grade import task_of
-    from pipeline_kit.grading.grader_pool import grade_tasks
 
     dropped = dict.fromkeys(REASONS, 0)
     graded: list[tuple[dict, object]] = []
