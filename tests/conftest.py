@@ -244,6 +244,18 @@ def generate(*overrides: str, timeout: float = 120) -> subprocess.CompletedProce
     )
 
 
+def generate_config(tmp_path: Path, *more: str):
+    """A GenerateConfig as the generation script parses it, over a one-problem input in tmp_path."""
+    from pipeline_kit.inference.config import parse_generate_config
+
+    inp = tmp_path / "in.jsonl"
+    if not inp.exists():
+        inp.write_text('{"problem": "1+1"}\n')
+    return parse_generate_config(
+        [f"++input_file={inp}", "++output_file=o.jsonl", "++server.base_url=http://x/v1", *more]
+    )
+
+
 def problems(tmp_path: Path, n: int, name: str = "in.jsonl") -> Path:
     path = tmp_path / name
     path.write_text(

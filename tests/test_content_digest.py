@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import generate_config
 
 from pipeline_kit import content_digest
 from pipeline_kit.errors import UserError
@@ -138,17 +139,6 @@ def test_the_dependent_recipe_stage_reruns_when_its_checkpoint_is_rewritten_in_p
         ("rerun", "its settings changed"),
         ("rerun", "an earlier stage changed"),
     ]
-
-
-def generate_config(tmp_path: Path, *more: str):
-    from pipeline_kit.inference.config import parse_generate_config
-
-    inp = tmp_path / "in.jsonl"
-    if not inp.exists():
-        inp.write_text('{"problem": "1+1"}\n')
-    return parse_generate_config(
-        [f"++input_file={inp}", "++output_file=o.jsonl", "++server.base_url=http://x/v1", *more]
-    )
 
 
 def test_a_generation_done_key_holds_a_visible_model_folders_content(tmp_path):

@@ -8,20 +8,9 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import problems, rows
+from conftest import generate_config, problems, rows
 
 from pipeline_kit.errors import UserError
-
-
-def generate_config(tmp_path: Path, *more: str):
-    from pipeline_kit.inference.config import parse_generate_config
-
-    inp = tmp_path / "in.jsonl"
-    if not inp.exists():
-        inp.write_text('{"problem": "1+1"}\n')
-    return parse_generate_config(
-        [f"++input_file={inp}", "++output_file=o.jsonl", "++server.base_url=http://x/v1", *more]
-    )
 
 
 def test_each_generation_type_names_its_input_and_key_fields(tmp_path):

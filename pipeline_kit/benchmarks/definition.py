@@ -9,16 +9,15 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import importlib.util
 import math
 import re
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from pipeline_kit import plugins
 from pipeline_kit.benchmark_helpers import Source  # a setting's type
 from pipeline_kit.errors import UserError, closest
 from pipeline_kit.grading.extraction import check_mode
@@ -181,21 +180,13 @@ def _import(name: str, module_file: Path) -> ModuleType:
     """Import a benchmark module from its file (no sys.path change); any failure is one line naming the file."""
     tag = hashlib.sha1(str(module_file).encode()).hexdigest()[:10]
     module_name = f"_kit_benchmark_{tag}_{name.replace('-', '_')}"
-    package = [str(module_file.parent)] if module_file.name == "__init__.py" else None
-    spec = importlib.util.spec_from_file_location(module_name, module_file, submodule_search_locations=package)
-    if spec is None or spec.loader is None:
-        raise UserError(f"{module_file}: cannot be imported as a Python module; check its name and contents.")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module
     try:
-        spec.loader.exec_module(module)
+        module = plugins.import_file(module_name, module_file, "benchmark module")
     except UserError:
         raise
     except SyntaxError as e:
-        sys.modules.pop(module_name, None)
         raise UserError(f"{module_file}:{e.lineno}: syntax error in benchmark module: {e.msg}; fix the file.") from e
     except Exception as e:
-        sys.modules.pop(module_name, None)
         raise UserError(
             f"{module_file}: loading benchmark module '{name}' failed: {type(e).__name__}: {e}; fix the file."
         ) from e

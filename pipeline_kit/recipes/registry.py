@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
+from pipeline_kit import plugins
 from pipeline_kit.errors import UserError, did_you_mean
 from pipeline_kit.recipes import RECIPES, is_user_recipe
 from pipeline_kit.resources import resource_dir
@@ -64,16 +65,7 @@ def _load_file(name: str, path: Path) -> ModuleType:
     module_name = f"kit_recipe_{name}"
     if module_name in sys.modules and getattr(sys.modules[module_name], "__file__", None) == str(path):
         return sys.modules[module_name]
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    if spec is None or spec.loader is None:
-        raise UserError(f"recipe file {path} cannot be loaded as Python; give a .py file.")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module
-    try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        del sys.modules[module_name]
-        raise
+    module = plugins.import_file(module_name, path, "recipe file")
     return _checked(str(path), module)
 
 
