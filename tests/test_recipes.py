@@ -112,6 +112,9 @@ def test_without_tir_data_the_recipe_generates_it_with_the_sandbox_and_filters_i
     assert kit("prepare_data", "arith", f"--data_dir={data_dir}").returncode == 0
     files = [a for a in aimo_files(tmp_path) if not a.startswith("--tir_data")]
     problems = tir_problems(tmp_path / "problems.jsonl")
+    # problems that already hold a solution (an SFT file's): the TIR solution replaces it, as the filter reads it
+    problems.write_text("".join(json.dumps({**json.loads(line), "generation": "CoT"}) + "\n"
+                                for line in problems.read_text().splitlines()))  # fmt: skip
     res = kit("run_recipe", "aimo", f"--base_model={base}", f"--output_dir={out}", *files, *TOY, "--tir_samples=2",
               f"--tir_problems={problems}", f"--data_dir={data_dir}", "--eval_with_sandbox", "--dry_run")  # fmt: skip
     assert res.returncode == 0, res.stderr
@@ -122,7 +125,7 @@ def test_without_tir_data_the_recipe_generates_it_with_the_sandbox_and_filters_i
     assert "kit_start sandbox" in generate and "++sandbox_address=" in generate
     for needle in ("++code_execution=true", "++prompt_config=aimo/tir", f"++input_file={problems}",
                    f"++server.model={out}/cot_sft/final", f"++output_dir={out}/tir_generate",
-                   "++server.endpoint=text"):  # fmt: skip
+                   "++server.endpoint=text", "++generation_key=generation"):  # fmt: skip
         assert needle in re.sub("[\"']", "", generate), needle
     assert f"tir_filter {out}/tir_generate {out}/tir_filter/tir_sft.jsonl" in scripts["aimo-tir_filter"]
     assert f"++training_data={out}/tir_filter/tir_sft.jsonl" in scripts["aimo-tir_sft"]

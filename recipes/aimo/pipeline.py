@@ -166,7 +166,7 @@ def tir_generate_stage(cluster: ClusterConfig, p: Params, model: str, folder: st
         raise UserError(f"--tir_samples={p.tir_samples}: sample at least 1.")
     args = split_args("--tir_generate_args", p.tir_generate_args)
     for arg in args:
-        if arg.startswith(("++prompt_config=", "++code_execution=")):
+        if arg.startswith(("++prompt_config=", "++code_execution=", "++generation_key=")):
             raise UserError(f"--tir_generate_args: {arg.split('=')[0]} is set by the recipe; drop it "
                             "(the prompt is --tir_prompt_config).")  # fmt: skip
     seeds = list(range(p.tir_samples))
@@ -180,6 +180,9 @@ def tir_generate_stage(cluster: ClusterConfig, p: Params, model: str, folder: st
             f"++prompt_config={p.tir_prompt_config}",
             "++code_execution=true",
             f"++inference.temperature={p.tir_temperature}",
+            # the TIR solution is this stage's `generation` (tir_filter reads it), also where the problems file
+            # holds an earlier one, such as the CoT solutions of an SFT file
+            "++generation_key=generation",
             *continued_turns(p.server_type),
             *args,
         ),  # fmt: skip
