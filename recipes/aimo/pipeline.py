@@ -167,8 +167,8 @@ def tir_generate_stage(cluster: ClusterConfig, p: Params, model: str, folder: st
     args = split_args("--tir_generate_args", p.tir_generate_args)
     for arg in args:
         if arg.startswith(("++prompt_config=", "++code_execution=", "++generation_key=")):
-            raise UserError(f"--tir_generate_args: {arg.split('=')[0]} is set by the recipe; drop it "
-                            "(the prompt is --tir_prompt_config).")  # fmt: skip
+            raise UserError(f"--tir_generate_args: {arg.split('=')[0]} is set by the recipe; drop it (the prompt is "
+                            "--tir_prompt_config; the solution goes to 'generation', which tir_filter reads).")  # fmt: skip
     seeds = list(range(p.tir_samples))
     spec = GenerateSpec(
         server=ServerSpec(p.server_type, model, gpus=p.server_gpus).validate(),
