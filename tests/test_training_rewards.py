@@ -78,7 +78,9 @@ def test_known_completions_get_the_graders_verdict(tmp_path):
     assert rewards == [expected_reward(ok, boxed) for _, _, ok, boxed in KNOWN]
     # the same completions through kit grade: the reward's verdict is the grader's
     verdicts = grade_with_kit(tmp_path, texts, expected)
-    assert [r - (BOXED if b else 0.0) == CORRECT for r, (*_, b) in zip(rewards, KNOWN, strict=True)] == verdicts
+    assert [
+        r - (BOXED if b else 0.0) == pytest.approx(CORRECT) for r, (*_, b) in zip(rewards, KNOWN, strict=True)
+    ] == verdicts
     assert logged["accuracy"] == pytest.approx(sum(ok for _, _, ok, _ in KNOWN) / len(KNOWN))
     assert logged["boxed_rate"] == pytest.approx(sum(b for *_, b in KNOWN) / len(KNOWN))
 
