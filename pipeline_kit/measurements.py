@@ -12,6 +12,10 @@ from pipeline_kit.atomic import write_atomic
 
 MEASUREMENTS_DIR = "measurements"  # under an experiment's log folder ($KIT_LOG_DIR in a job)
 LOGS_GLOB = f"logs/*/*/{MEASUREMENTS_DIR}/*.json"  # every experiment's, under a cluster's job_dir
+# what kit's job scripts export (pipeline/render.py), in epoch seconds: when kit submitted the job (absent in a dry
+# run's text), and when the job (a Slurm array element; a unit of a none/Docker array) started
+SUBMITTED_VAR = "KIT_SUBMITTED_AT"
+JOB_START_VAR = "KIT_JOB_START"
 
 
 @dataclass(frozen=True)
