@@ -45,9 +45,17 @@ def _root(
         raise typer.Exit(0)
 
 
+plan_app = typer.Typer(
+    name="plan",
+    help="What a generate or eval run would cost before it is submitted: jobs, GPU-hours, wall time.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
+app.add_typer(plan_app)
+
 run_cmd.register(app)
-generate_cmd.register(app)
-eval_cmd.register(app)
+generate_cmd.register(app, plan_app)
+eval_cmd.register(app, plan_app)
 start_server_cmd.register(app)
 start_sandbox_cmd.register(app)
 experiment_cmds.register(app)
