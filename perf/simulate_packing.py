@@ -41,7 +41,7 @@ def main() -> None:
         f"{args.units} units of {args.problems_per_unit} problems x {args.tokens_per_problem} tokens at "
         f"{args.tokens_per_s:.0f} tokens/s ({figures.unit_s:.0f} s per unit), start-up {args.startup_min:g} min, "
         f"{args.gpus} GPUs per job, time limit {args.time_limit_h:g} h; auto: {auto.units_per_job} units per job "
-        f"({auto.reason})\n"
+        f"({auto.reason.removeprefix('auto: ')})\n"
     )
     print(
         "| free nodes | packing | jobs | units/job | GPU-hours (start-up + generation) | wall time | vs one unit per job |"
