@@ -219,6 +219,44 @@ def makespan(durations: list[float], nodes_per_job: int, nodes_free: int) -> flo
     return end
 
 
+def given_figures(
+    startup_min: float, tokens_per_s: float, problems_per_unit: int, tokens_per_problem: int, gpus: int
+) -> CostFigures:
+    """Figures as `kit plan simulate` and perf/simulate_packing.py take them: one node per job."""
+    return CostFigures(startup_min * 60, tokens_per_problem / tokens_per_s, problems_per_unit, gpus, 1, "given")
+
+
+def simulation_table(units: int, figures: CostFigures, limits: PackingLimits, nodes_free: list[int]) -> list[str]:
+    """One job, auto and one unit per job at each number of free nodes: jobs, GPU-hours, wall time (the FIFO queue
+    model), and both against one unit per job; a Markdown table."""
+    auto = plan_packing(units, figures, limits)
+    lines = [
+        f"{units} units of {figures.samples_per_unit:g} problems at {figures.seconds_per_sample:.3g} s per problem "
+        f"({figures.unit_s:.0f} s per unit), start-up {figures.startup_s / 60:g} min, {_count(figures.gpus, 'GPU')} "
+        f"per job, time limit {_duration(limits.time_limit_s) if limits.time_limit_s else 'none'}; auto: "
+        f"{auto.units_per_job} units per job ({auto.reason.removeprefix('auto: ')})",
+        "",
+        "| free nodes | packing | jobs | units/job | GPU-hours (start-up + generation) | wall time | vs one unit per job |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for free in nodes_free:
+        baseline = plan_packing(units, figures, limits, jobs=units, nodes_free=free)
+        base_hours, base_wall = baseline.startup_hours() + baseline.generation_hours(), baseline.wall_s()
+        for name, plan in (
+            ("1 job", plan_packing(units, figures, limits, jobs=1, nodes_free=free)),
+            ("auto", plan_packing(units, figures, limits, nodes_free=free)),
+            (f"{units} jobs", baseline),
+        ):
+            startup, generation, wall = plan.startup_hours(), plan.generation_hours(), plan.wall_s()
+            over = limits.time_limit_s and max(plan.durations()) > limits.time_limit_s
+            lines.append(
+                f"| {free} | {name} | {plan.jobs} | {plan.units_per_job} | {startup + generation:,.0f} "
+                f"({startup:,.0f} + {generation:,.0f}) | {wall / 3600:.2f} h{' (over the time limit)' if over else ''} "
+                f"| {(startup + generation) / base_hours - 1:+.0%} GPU-hours, {wall / base_wall:.2f}x wall |"
+            )
+    return lines
+
+
 def describe(plan: PackingPlan, prefix: str = "plan: ") -> list[str]:
     """The lines `kit plan` prints and every --dry_run of generate/eval starts with."""
     shown = "GPU-hours"
@@ -237,7 +275,7 @@ def describe(plan: PackingPlan, prefix: str = "plan: ") -> list[str]:
     if cpu:
         lines.append(f"expected {shown}: start-up 0, generation 0 (no GPUs held); node-hours: {hours}")
     else:
-        held = f"{plan.figures.gpus} GPUs x {plan.figures.nodes} node{'s' if plan.figures.nodes > 1 else ''}"
+        held = f"{_count(plan.figures.gpus, 'GPU')} x {_count(plan.figures.nodes, 'node')}"
         lines.append(f"expected {shown}: {hours} ({held} per job)")
     wall = plan.wall_s()
     free = plan.nodes_free or plan.jobs * plan.figures.nodes

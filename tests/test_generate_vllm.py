@@ -182,7 +182,9 @@ def test_several_jobs_run_as_an_array_with_a_server_per_element(kit, configs, mo
     d = configs("slurm", cluster_yaml("slurm", models["KIT_TEST_HF_PYTHON"], "account: root\npartition: debug\n"))
     cluster = ["--cluster=slurm", f"--config_dir={d}", "--expname=arr", "--wait"]
     server = ["--server_type=transformers", f"--model={models['KIT_TEST_TINY_MODEL']}"]
-    res, out = generate(kit, cluster, tmp_path, 8, *server, "--num_chunks=2", "--num_jobs=2", "++max_concurrent_requests=4")
+    res, out = generate(
+        kit, cluster, tmp_path, 8, *server, "--num_chunks=2", "--num_jobs=2", "++max_concurrent_requests=4"
+    )
     assert res.returncode == 0, res.stdout + res.stderr
     check_answers(rows(out / "output.jsonl"), 8)
     logs = kit("logs", *cluster[:2], "arr").stdout

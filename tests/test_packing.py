@@ -205,3 +205,24 @@ def test_a_bad_packing_flag_is_one_line(kit, measured_cluster, flag, needle):
         res = kit(*command, *measured_cluster, flag)
         assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1, res.stderr
         assert needle in res.stderr
+
+
+def test_the_70b_simulation_saves_gpu_hours_within_the_wall_time_at_a_realistic_scale():
+    figures = CostFigures(360.0, 4000 / 1200, 50, 8, 1, "given")
+    limits = PackingLimits(0.1, None, 4 * 3600)
+    auto, one_per_unit = (
+        plan_packing(800, figures, limits, nodes_free=128),
+        plan_packing(800, figures, limits, jobs=800),
+    )
+    hours = auto.startup_hours() + auto.generation_hours()
+    baseline = one_per_unit.startup_hours() + one_per_unit.generation_hours()
+    assert hours <= 0.7 * baseline and auto.wall_s() <= 1.2 * one_per_unit.wall_s(nodes_free=128)
+    assert auto.wall_s(nodes_free=800) > 1.2 * one_per_unit.wall_s(nodes_free=800)  # all units at once: not so
+
+
+def test_kit_plan_simulate_prints_the_table(kit):
+    res = kit("plan", "simulate", "--nodes_free=128")
+    assert res.returncode == 0, res.stderr
+    assert "| 128 | auto | 40 | 20 | 328 (32 + 296) | 1.03 h | -65% GPU-hours, 1.00x wall |" in res.stdout
+    bad = kit("plan", "simulate", "--nodes_free=a")
+    assert bad.returncode == 2 and "--nodes_free=a is not whole numbers" in bad.stderr

@@ -22,6 +22,7 @@ from pipeline_kit.cli import (
     summarize_cmd,
     train_cmd,
 )
+from pipeline_kit.cli.plan_cmd import plan_app
 from pipeline_kit.cli.version import version_line
 
 app = typer.Typer(
@@ -45,12 +46,6 @@ def _root(
         raise typer.Exit(0)
 
 
-plan_app = typer.Typer(
-    name="plan",
-    help="What a generate or eval run would cost before it is submitted: jobs, GPU-hours, wall time.",
-    no_args_is_help=True,
-    rich_markup_mode=None,
-)
 app.add_typer(plan_app)
 
 run_cmd.register(app)

@@ -17,6 +17,7 @@ class PackingFlags:
         str | None,
         typer.Option(
             "--num_jobs",
+            metavar="N|auto",
             help="Spread the units over N jobs, one server each, or 'auto': units per job chosen from measured (else "
             "estimated) start-up and speed (default: 1 locally, auto on Slurm; see `kit plan`).",
         ),
