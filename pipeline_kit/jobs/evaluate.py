@@ -144,14 +144,7 @@ class ClientSequence:
 def eval_jobs(cluster: ClusterConfig, spec: EvalSpec, options: JobOptions) -> list[Job]:
     """Generation jobs (per benchmark, or packed into --num_jobs), then a summarize job after all of them."""
 
-    specs = [spec.generate_spec(r) for r in spec.benchmarks]
-    if cluster.executor == "none":  # the data paths are this machine's: say how to make a missing one
-        for r, gen in zip(spec.benchmarks, specs, strict=True):
-            if not os.path.exists(gen.input_file):
-                where = f" --data_dir={spec.data_dir}" if spec.data_dir else ""
-                raise UserError(
-                    f"benchmark '{r.name}' has no data at {gen.input_file}; run `kit prepare_data {r.name}{where}` first."
-                )
+    specs = _generate_specs(cluster, spec)
     plans = [plan_generation(cluster, s) for s in specs]
     num_jobs = asked_jobs(cluster, spec.num_jobs)
     if num_jobs is None:  # auto: packed across benchmarks, unless that is one unit per job
@@ -174,9 +167,22 @@ def eval_jobs(cluster: ClusterConfig, spec: EvalSpec, options: JobOptions) -> li
     return generation + judging + _summarize_jobs(cluster, spec, specs[0], options, generation + judging)
 
 
+def _generate_specs(cluster: ClusterConfig, spec: EvalSpec) -> list[GenerateSpec]:
+    """Each benchmark's generation; on none a missing data file says how to make it."""
+    specs = [spec.generate_spec(r) for r in spec.benchmarks]
+    if cluster.executor == "none":  # the data paths are this machine's: say how to make a missing one
+        for r, gen in zip(spec.benchmarks, specs, strict=True):
+            if not os.path.exists(gen.input_file):
+                where = f" --data_dir={spec.data_dir}" if spec.data_dir else ""
+                raise UserError(
+                    f"benchmark '{r.name}' has no data at {gen.input_file}; run `kit prepare_data {r.name}{where}` first."
+                )
+    return specs
+
+
 def eval_packing(cluster: ClusterConfig, spec: EvalSpec, options: JobOptions, nodes_free: int | None = None):
     """The packing of the evaluation's generation units into jobs (what `kit plan eval` and a dry run show)."""
-    specs = [spec.generate_spec(r) for r in spec.benchmarks]
+    specs = _generate_specs(cluster, spec)
     return _eval_packing(cluster, spec, specs, [plan_generation(cluster, s) for s in specs], options, nodes_free)
 
 
