@@ -5,6 +5,7 @@ job_dir, else the model folder's size, the GPUs and tokens_to_generate; the inpu
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from functools import lru_cache
 
 from pipeline_kit.cluster import ClusterConfig
@@ -78,7 +79,11 @@ def packing_plan(
     units = sum(todo for _, _, todo, _ in work)
     figures = run_figures(cluster, server, work)
     limits = PackingLimits(max_startup_share, max_jobs, time_limit_s(cluster, options))
-    return plan_packing(units, figures, limits, asked_jobs(cluster, num_jobs), nodes_free)
+    jobs = asked_jobs(cluster, num_jobs)
+    plan = plan_packing(units, figures, limits, jobs, nodes_free)
+    if jobs is not None and parse_num_jobs(num_jobs) is None:
+        return replace(plan, reason=f"--num_jobs={jobs}, the default on executor {cluster.executor}")
+    return plan
 
 
 def run_figures(
