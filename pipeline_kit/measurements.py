@@ -12,6 +12,10 @@ from pipeline_kit.atomic import write_atomic
 
 MEASUREMENTS_DIR = "measurements"  # under an experiment's log folder ($KIT_LOG_DIR in a job)
 LOGS_GLOB = f"logs/*/*/{MEASUREMENTS_DIR}/*.json"  # every experiment's, under a cluster's job_dir
+# what kit's job scripts export (pipeline/render.py), in epoch seconds: when kit submitted the job (absent in a dry
+# run's text), and when the job (a Slurm array element; a unit of a none/Docker array) started
+SUBMITTED_VAR = "KIT_SUBMITTED_AT"
+JOB_START_VAR = "KIT_JOB_START"
 
 
 @dataclass(frozen=True)
@@ -41,8 +45,9 @@ class UnitFigures:
 @dataclass(frozen=True)
 class JobFigures:
     """One job (or array element) of a generation run. `startup_s`: from the job's start to the server answering
-    (None: a server kit did not start); `queue_wait_s`: from submission to the job's start (None: unknown);
-    `generation_s`: from the server answering to the last unit done."""
+    (None: a server kit did not start, or one an earlier client of the same job waited for); `queue_wait_s`: from
+    submission to the job's start (None: unknown); `generation_s`: from the server answering to the last unit done
+    (0 until one is; units are written as they finish, so a killed job keeps the units it finished)."""
 
     server: ServerKey
     prompt: str
@@ -54,6 +59,8 @@ class JobFigures:
     expname: str = ""
     job: str = ""
     recorded_at: float = field(default_factory=time.time)
+    element: str = ""  # $KIT_UNIT: the array element (or none/Docker array unit); "0" for a job without an array
+    job_started_at: float | None = None  # epoch seconds ($KIT_JOB_START, else the client's own start)
 
     @property
     def samples(self) -> int:

@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 from conftest import BIN, free_port, need, problems, rows
 
+from pipeline_kit.measurements import stored_figures
+
 
 def endpoint(stub) -> list[str]:
     return ["--server_type=openai", f"--server_address={stub.url}", "--model=stub"]
@@ -130,6 +132,12 @@ def test_client_only_array_on_slurm(kit, configs, stub, tmp_path):
     assert res.returncode == 0, res.stdout + res.stderr
     assert [r["id"] for r in rows(out / "output.jsonl")] == list(range(6))
     assert len(server.requests()) == 6
+    # each element's measurements (pipeline_kit.measurements): its unit, no start-up (not kit's server), a queue wait
+    figures = stored_figures(configs.job_dir)
+    assert sorted(f.element for f in figures) == ["0", "1", "2"]
+    assert all(f.startup_s is None and f.queue_wait_s is not None for f in figures)
+    assert sorted(u.label for f in figures for u in f.units) == ["chunk_0", "chunk_1", "chunk_2"]
+    assert all(u.samples == 2 for f in figures for u in f.units)
 
 
 @pytest.mark.parametrize(

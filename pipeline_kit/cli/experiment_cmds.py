@@ -10,6 +10,14 @@ ClusterOpt = Annotated[str | None, typer.Option(help="Cluster config name or YAM
 ConfigDirOpt = Annotated[str | None, typer.Option("--config_dir", help="Folder searched first for cluster configs.")]
 SCHEDULER_FILES_SHOWN = 4  # an array has one srun output per element
 ExpnameArg = Annotated[str, typer.Argument(help="The experiment name (--expname at submission).")]
+VerboseOpt = Annotated[
+    bool,
+    typer.Option(
+        "--verbose",
+        help="Also what each generation job measured: its server's start-up and queue wait (s), then one line per "
+        "unit: samples, tokens, seconds, samples/s, tokens/s.",
+    ),
+]
 
 
 def _load(cluster: str | None, config_dir: str | None, expname: str):
@@ -18,16 +26,48 @@ def _load(cluster: str | None, config_dir: str | None, expname: str):
     return Experiment.load(expname, cluster, config_dir)
 
 
+def _rate(amount: int, seconds: float) -> str:
+    """Per second: three significant digits, whole numbers from 100 up."""
+    if seconds <= 0:
+        return "-"
+    rate = amount / seconds
+    return f"{rate:.0f}" if rate >= 100 else f"{rate:.3g}"
+
+
+def figure_lines(figures) -> list[str]:
+    """One job's (array element's) measurements (a measurements.JobFigures), compact: the job line, one per unit."""
+    element = f"[{figures.element}]" if figures.element else ""
+    startup, queue_wait = (f"{v:.1f} s" if v is not None else "-" for v in (figures.startup_s, figures.queue_wait_s))
+    prompt = f", prompt {figures.prompt}" if figures.prompt else ""
+    lines = [
+        f"  {figures.job}{element}: start-up {startup}, queue wait {queue_wait}, generation "
+        f"{figures.generation_s:.1f} s ({figures.server.describe()}{prompt})"
+    ]
+    lines += [
+        f"    {u.label}: {u.samples} samples, {u.tokens} tokens, {u.seconds:.1f} s, {_rate(u.samples, u.seconds)} "
+        f"samples/s, {_rate(u.tokens, u.seconds)} tokens/s"
+        for u in figures.units
+    ]
+    return lines
+
+
 def register(app: typer.Typer) -> None:
     @app.command(
-        help="One line per job: <job name> <STATE> (and one per failed array unit); why a job failed goes to stderr."
+        help="One line per job: <job name> <STATE> (and one per failed array unit); why a job failed goes to stderr. "
+        "With --verbose, indented under each generation job, what it measured (start-up and queue wait: '-' when "
+        "unknown or the server was not kit's)."
     )
-    def status(expname: ExpnameArg, cluster: ClusterOpt = None, config_dir: ConfigDirOpt = None) -> None:
+    def status(
+        expname: ExpnameArg, cluster: ClusterOpt = None, config_dir: ConfigDirOpt = None, verbose: VerboseOpt = False
+    ) -> None:
         experiment = _load(cluster, config_dir, expname)
+        figures = experiment.figures() if verbose else {}
         for s in experiment.statuses():
             typer.echo(f"{s.name} {s.state}")
             for unit, state in sorted(s.failed_units.items()):
                 typer.echo(f"{s.name}[{unit}] {state}")
+            for job_figures in figures.get(s.name, []):
+                typer.echo("\n".join(figure_lines(job_figures)))
             if s.state == "FAILED":  # why, on stderr: stdout stays one `<job> <STATE>` line per job for scripts
                 report = experiment.why_failed(s.name, lines=6)
                 sys.stdout.flush()

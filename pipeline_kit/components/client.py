@@ -35,6 +35,8 @@ class ClientCommand:
         else:
             server_args = [shlex.quote(f"++server.base_url={self.server.address}")]
         args = [*server_args, shlex.quote(f"++server.model={override_value(self.server.name)}")]
+        # for the job's measurements (pipeline_kit.measurements): what served it
+        args += [f"++server.gpus={self.server.gpus}", f"++server.nodes={self.server.nodes}"]
         if SANDBOX_NAME in refs:  # --with_sandbox: the job's own sandbox
             args.append(f'"++sandbox_address={sandbox_address(refs)}"')
         args += [shlex.quote(a) for a in self.overrides]

@@ -110,7 +110,8 @@ def merge_chunks(final: Path, num_chunks: int, key: dict[str, object]) -> bool:
     lock_path = Path(f"{final}.lock")
     with open(lock_path, "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if done_marker(final).exists():
+        if done_marker(final).exists():  # merged by a chunk that finished at the same time, whose lock file this
+            lock_path.unlink(missing_ok=True)  # open made again: the merge is over, no one waits on it
             return False
         chunks = [chunk_file(final, k) for k in range(num_chunks)]
         if not all(done_marker(c).exists() for c in chunks):

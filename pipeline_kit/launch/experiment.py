@@ -1,6 +1,7 @@
 """The handle on a submitted experiment, what `run_pipeline` returns and `Experiment.load` finds again from any
 process: job states, waiting, logs, cancelling and why jobs failed (after submitit's `Job`), on none, Docker and
-Slurm. `kit status`, `kit logs` and `kit cancel` are this class's methods printed."""
+Slurm, and what its generation jobs measured. `kit status [--verbose]`, `kit logs` and `kit cancel` are this class's
+methods printed."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pipeline_kit.cluster import ClusterConfig, load_cluster_config
 from pipeline_kit.errors import JobFailed, UserError
 from pipeline_kit.launch import monitor, records
 from pipeline_kit.launch.monitor import FINAL, JobStatus
+from pipeline_kit.measurements import JobFigures
 
 # why a job ended without succeeding, where its logs do not say
 _NO_REPORT = {
@@ -115,6 +117,12 @@ class Experiment:
         if unfinished:
             raise TimeoutError(f"experiment {self.expname}: not finished after {timeout:g} s: {', '.join(unfinished)}")
         return states
+
+    def figures(self) -> dict[str, list[JobFigures]]:
+        """Per job, what its generation clients measured as they ran (pipeline_kit.measurements: the server's
+        start-up, the queue wait, each unit's samples, tokens and seconds), one entry per array element; written as
+        units finish, so a running or killed job shows the units it finished."""
+        return monitor.job_figures(self.cluster, self._record())
 
     # why, and the logs
     def failures(self, lines: int = 20) -> list[JobFailure]:

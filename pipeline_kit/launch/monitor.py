@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import os
 import shlex
 import signal
@@ -18,6 +19,7 @@ from pipeline_kit.cluster import ClusterConfig
 from pipeline_kit.launch.nemorun_env import import_nemo_run
 from pipeline_kit.launch.records import ExperimentRecord, JobRecord
 from pipeline_kit.launch.remote import remote_run
+from pipeline_kit.measurements import MEASUREMENTS_DIR, JobFigures, experiment_figures
 from pipeline_kit.pipeline.render import CANCELLED_RC
 
 FINAL = ("SUCCEEDED", "FAILED", "CANCELLED", "LOST")  # LOST: the scheduler no longer knows the job (see wait)
@@ -324,6 +326,27 @@ def log_files(cluster: ClusterConfig, record: ExperimentRecord) -> dict[str, lis
         job_name = rel.split("/", 1)[0]
         if job_name in out:
             out[job_name].append(f"{record.log_dir}/{rel}")
+    return out
+
+
+def job_figures(cluster: ClusterConfig, record: ExperimentRecord) -> dict[str, list[JobFigures]]:
+    """Per job, what its generation clients measured (pipeline_kit.measurements), by array element; read over ssh
+    when the cluster is remote. A file that does not parse is left out (figures are advice)."""
+    if cluster.ssh_tunnel:
+        folder = shlex.quote(f"{record.log_dir}/{MEASUREMENTS_DIR}")
+        cat = f'for f in {folder}/*.json; do [ -f "$f" ] && cat "$f" && printf \'\\036\'; done'
+        found = []
+        for text in remote_run(cluster, cat, check=False).stdout.split("\036"):  # JSON escapes control characters
+            try:
+                found.append(JobFigures.from_dict(json.loads(text)))
+            except (ValueError, KeyError, TypeError):
+                continue
+    else:
+        found = experiment_figures(record.log_dir)
+    out: dict[str, list[JobFigures]] = {job.name: [] for job in record.jobs}
+    for figures in sorted(found, key=lambda f: [int(p) for p in f.element.split(".") if p.isdigit()]):
+        if figures.job in out:
+            out[figures.job].append(figures)
     return out
 
 

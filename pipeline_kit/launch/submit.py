@@ -77,6 +77,7 @@ class Submission:
     code: PackagedCode
     external: dict[str, list[records.ExperimentRecord]]  # per job: the earlier experiments it runs after
     input_writers: dict[str, dict[str, str]]  # per job: the inputs another job writes, with that job's name
+    submitted_at: float | None = None  # set when it is submitted (a dry run's scripts leave it out)
 
     def __post_init__(self) -> None:
         self.tasks = plan_tasks(self.jobs, self.pipeline.cluster)
@@ -112,6 +113,7 @@ class Submission:
             p.name,
             CONTAINER_CODE_DIR if in_container else self.code.cluster_dir,
             self.log_dir,
+            self.submitted_at,
         )
 
     def scripts(self, task: Task) -> list[str]:
@@ -225,6 +227,7 @@ class Submission:
         record = records.ExperimentRecord(p.name, run_id, p.cluster.executor, self.log_dir)
         sys.stderr.write(self.split_note())
         chatter = io.StringIO()  # nemo-run's progress panels; kit prints its own summary
+        self.submitted_at = time.time()  # the jobs' scripts are rendered below, just before they are queued
         with contextlib.redirect_stdout(chatter), _cancel_on_interrupt(p.cluster, record), self.experiment() as exp:
             record.nemo_run_id = exp._id
             by_task = dict(zip(self.tasks, exp.jobs, strict=True))

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from pipeline_kit.errors import UserError
 from pipeline_kit.log_causes import SHELL_FUNCTION
+from pipeline_kit.measurements import JOB_START_VAR, SUBMITTED_VAR
 from pipeline_kit.pipeline.model import AUTO_PORT, Command, Endpoint, Job
 
 HET_HOST_VAR = "het_group_host"  # nemo-run's name for the first host of het group N (it does not export it)
@@ -86,6 +87,9 @@ class ScriptContext:
     expname: str
     code_dir: str
     log_dir: str
+    # when kit submitted the job (epoch seconds; None in a dry run, whose text stays the same from run to run): the
+    # job's queue wait in its measurements (pipeline_kit.measurements) is from this to its start
+    submitted_at: float | None = None
 
 
 def resolve_ports(jobs: list[Job], exclusive_base: int = 5000) -> dict[int, int]:
@@ -159,6 +163,7 @@ def _header(job: Job, ctx: ScriptContext) -> list[str]:
         f"export KIT_CODE_DIR={shlex.quote(ctx.code_dir)} KIT_LOG_DIR={shlex.quote(ctx.log_dir)}",
         'export PYTHONPATH="$KIT_CODE_DIR${PYTHONPATH:+:$PYTHONPATH}"',
         'mkdir -p "$KIT_LOG_DIR" && cd "$KIT_CODE_DIR" || exit 1',
+        *([f"export {SUBMITTED_VAR}={ctx.submitted_at:.3f}"] if ctx.submitted_at is not None else []),
     ]
 
 
@@ -190,7 +195,12 @@ def _unit_runner(job: Job, starts: list[str], guard: list[str] = ()) -> list[str
     lines = []
     if guard:
         lines += ["kit_unit_guard() {", *guard, "}"]
-    lines += ["kit_unit() {", f'  export KIT_LOG_PREFIX="{prefix}"', f'  mkdir -p "$KIT_LOG_DIR/{job.name}"']
+    lines += [
+        "kit_unit() {",
+        f"  export {JOB_START_VAR}=$(date +%s.%N)",  # the unit's start: its server's start-up is measured from it
+        f'  export KIT_LOG_PREFIX="{prefix}"',
+        f'  mkdir -p "$KIT_LOG_DIR/{job.name}"',
+    ]
     if guard:
         lines += ["  local rc=0; kit_unit_guard || rc=$?", '  if [ "$rc" != 0 ]; then', *record, "  return $rc; fi"]
     lines += [f"  {s}" for s in starts]
