@@ -51,6 +51,17 @@ if __name__ == "__main__":
 """
 
 
+def write_plan_inputs(d: Path) -> None:
+    """A 5,000-row input and the figures of three measured jobs of /models/qwen on vllm (8 GPUs) under d/jobs."""
+    from pipeline_kit.measurements import JobFigures, ServerKey, UnitFigures, figures_file, write_figures
+
+    (d / "in.jsonl").write_text("".join(f'{{"problem": "{i} + 1"}}\n' for i in range(5000)))
+    for i in range(3):
+        units = (UnitFigures("rs0_chunk_0", 50, 200_000, 170.0),)
+        figures = JobFigures(ServerKey("/models/qwen", "vllm", 8, 1), "generic/math", 512, 360.0, 30.0, 170.0, units)
+        write_figures(figures_file(d / "jobs" / "logs" / f"e{i}" / "run", "gen"), figures)
+
+
 def main() -> None:
     env = {**os.environ, "KIT_HOME": tempfile.mkdtemp()}
     where = "import importlib.util, pipeline_kit; print(pipeline_kit.__file__, bool(importlib.util.find_spec('torch')))"
@@ -72,6 +83,12 @@ def main() -> None:
     gen += ["++prompt_config=generic/math", "++inference.temperature=0.7", "++inference.tokens_to_generate=4096"]
     gen_dry = timed([*gen, "--dry_run"], n=3, env=env, cwd=d)
     print(f"kit generate --dry_run, 100 chunks x 8 seeds: {gen_dry:.2f} s ({gen_dry / bare:.2f}x import nemo_run)")
+    # kit plan of the same 800 units over an input this machine reads (5,000 rows) and measured figures of 3 jobs
+    write_plan_inputs(d)
+    plan = [BIN / "kit", "plan", "generate", *gen[2:], "--nodes_free=32"]
+    plan = [a.replace("/data/in.jsonl", f"{d}/in.jsonl") for a in map(str, plan)]
+    plan_s = timed(plan, n=5, env=env, cwd=d)
+    print(f"kit plan generate, 100 chunks x 8 seeds (800 units, measured figures): {plan_s:.2f} s")
     if "--slurm" in sys.argv:
         subs, exits = [], []
         for _ in range(3):

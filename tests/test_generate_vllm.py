@@ -53,6 +53,34 @@ def test_generate_through_vllm_on_none(kit, configs, models, tmp_path):
 
 
 @pytest.mark.slurm
+def test_auto_packs_the_units_into_fewer_jobs_than_units_on_slurm(kit, configs, models, tmp_path):
+    """--num_jobs=auto (the default on Slurm) from figures measured before (written here: 8 s start-up, 2 s per
+    sample): 10 chunks x 2 seeds, at most 40% start-up, are 4 jobs of 5 units; each element starts one server whose
+    units share its request pool, and the merged outputs are complete."""
+    from pipeline_kit.measurements import JobFigures, ServerKey, UnitFigures, figures_file, write_figures
+
+    need("SLURM_CONF", "the local Slurm cluster")
+    d = configs("slurm", cluster_yaml("slurm", models["KIT_TEST_HF_PYTHON"], "account: root\npartition: debug\n"))
+    model = models["KIT_TEST_TINY_MODEL"]
+    measured = JobFigures(ServerKey(model, "transformers", 0, 1), "generic/math", 8, 8.0, None, 2.0,
+                          (UnitFigures("rs0_chunk_0", 1, 12, 2.0),))  # fmt: skip
+    write_figures(figures_file(configs.job_dir / "logs" / "measuring" / "run", "gen"), measured)
+    cluster = ["--cluster=slurm", f"--config_dir={d}", "--expname=packed"]
+    server = ["--server_type=transformers", f"--model={model}", "--num_chunks=10", "--num_random_seeds=2"]
+    flags = [*server, "--max_startup_share=0.4", "++max_concurrent_requests=4"]
+    plan = kit("plan", "generate", *cluster, f"--input_file={tmp_path / 'in.jsonl'}", "--output_dir=/o", *flags)
+    res, out = generate(kit, [*cluster, "--wait"], tmp_path, 10, *flags)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert plan.stdout.startswith("plan: 20 units in 4 jobs of 5 units (auto: start-up at most 40% of each job)")
+    for seed in (0, 1):
+        check_answers(rows(out / f"output-rs{seed}.jsonl"), 10)
+    script = next((configs.job_dir / "experiments" / "packed").glob("*/*_sbatch.sh")).read_text()
+    assert re.findall(r"^#SBATCH --array=(\S+)", script, re.M) == ["0-3"]
+    logs = kit("logs", *cluster[:2], "packed").stdout
+    assert len(set(re.findall(r"server http://127\.0\.0\.1:(\d+)/v1 ready", logs))) == 4, logs  # 4 start-ups
+
+
+@pytest.mark.slurm
 def test_generate_het_job_through_vllm_on_slurm(kit, configs, models, tmp_path):
     need("SLURM_CONF", "the local Slurm cluster")
     yaml = cluster_yaml(
@@ -182,7 +210,9 @@ def test_several_jobs_run_as_an_array_with_a_server_per_element(kit, configs, mo
     d = configs("slurm", cluster_yaml("slurm", models["KIT_TEST_HF_PYTHON"], "account: root\npartition: debug\n"))
     cluster = ["--cluster=slurm", f"--config_dir={d}", "--expname=arr", "--wait"]
     server = ["--server_type=transformers", f"--model={models['KIT_TEST_TINY_MODEL']}"]
-    res, out = generate(kit, cluster, tmp_path, 8, *server, "--num_chunks=2", "++max_concurrent_requests=4")
+    res, out = generate(
+        kit, cluster, tmp_path, 8, *server, "--num_chunks=2", "--num_jobs=2", "++max_concurrent_requests=4"
+    )
     assert res.returncode == 0, res.stdout + res.stderr
     check_answers(rows(out / "output.jsonl"), 8)
     logs = kit("logs", *cluster[:2], "arr").stdout

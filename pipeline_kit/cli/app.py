@@ -22,6 +22,7 @@ from pipeline_kit.cli import (
     summarize_cmd,
     train_cmd,
 )
+from pipeline_kit.cli.plan_cmd import plan_app
 from pipeline_kit.cli.version import version_line
 
 app = typer.Typer(
@@ -45,9 +46,11 @@ def _root(
         raise typer.Exit(0)
 
 
+app.add_typer(plan_app)
+
 run_cmd.register(app)
-generate_cmd.register(app)
-eval_cmd.register(app)
+generate_cmd.register(app, plan_app)
+eval_cmd.register(app, plan_app)
 start_server_cmd.register(app)
 start_sandbox_cmd.register(app)
 experiment_cmds.register(app)

@@ -7,21 +7,21 @@ from typing import Annotated
 
 import typer
 
+from pipeline_kit.cli.generate_cmd import PLAN_HELP
 from pipeline_kit.cli.job_flags import JobFlags, cluster_from, job_command, run_jobs
+from pipeline_kit.cli.packing_flags import PackingFlags, PlanFlags, echo_plan, nodes_free
 from pipeline_kit.cli.sandbox_flags import SandboxFlags
 from pipeline_kit.cli.server_flags import ServerFlags
 
+HELP = "Evaluate a model on benchmarks (--benchmarks=math500:8,aime24:16): generate, grade, summarize."
 
-def register(app: typer.Typer) -> None:
-    @job_command(
-        app,
-        "eval",
-        help="Evaluate a model on benchmarks (--benchmarks=math500:8,aime24:16): generate, grade, summarize.",
-    )
+
+def register(app: typer.Typer, plan_app: typer.Typer | None = None) -> None:
     def eval_(
         flags: JobFlags,
         server: ServerFlags,
         sandbox: SandboxFlags,
+        packing: PackingFlags,
         benchmarks: Annotated[
             str, typer.Option("--benchmarks", help="name:N,... (N seeds at the benchmark's sampling; 0: greedy).")
         ] = "",
@@ -36,10 +36,6 @@ def register(app: typer.Typer) -> None:
         ] = None,
         num_chunks: Annotated[
             int | None, typer.Option("--num_chunks", help="Cut each benchmark into N chunks.")
-        ] = None,
-        num_jobs: Annotated[
-            int | None,
-            typer.Option("--num_jobs", help="Pack all units into N jobs (default: 1 locally, 1 per unit on Slurm)."),
         ] = None,
         rerun_done: Annotated[bool, typer.Option("--rerun_done", help="Redo units whose .done exists.")] = False,
         extract: Annotated[
@@ -69,12 +65,11 @@ def register(app: typer.Typer) -> None:
     ) -> int:
         from pipeline_kit.benchmarks import benchmark_names
         from pipeline_kit.errors import UserError
-        from pipeline_kit.jobs.evaluate import EvalSpec, eval_jobs, parse_benchmarks, summary_log
+        from pipeline_kit.jobs.evaluate import EvalSpec, eval_jobs, eval_packing, parse_benchmarks, summary_log
 
+        packing.checked()
         if not output_dir:
             raise UserError("--output_dir is required: results go to OUTPUT_DIR/eval-results/<benchmark>/.")
-        if num_jobs is not None and num_jobs < 1:
-            raise UserError(f"--num_jobs must be at least 1, got {num_jobs}.")
         if extract is not None:
             from pipeline_kit.grading.extraction import check_mode
 
@@ -86,7 +81,9 @@ def register(app: typer.Typer) -> None:
             data_dir=data_dir,
             extra_datasets=extra_datasets,
             num_chunks=num_chunks,
-            num_jobs=num_jobs,
+            num_jobs=packing.num_jobs,
+            max_startup_share=packing.max_startup_share,
+            max_jobs=packing.max_jobs,
             rerun_done=rerun_done,
             extract=extract,
             container=container,
@@ -100,8 +97,17 @@ def register(app: typer.Typer) -> None:
         )
         cluster = cluster_from(flags.cluster, flags.config_dir)
         options = flags.options("eval")
+        if flags.plan is not None or flags.dry_run:
+            free, source = nodes_free(cluster, flags.plan, options.partition or cluster.partition)
+            echo_plan(eval_packing(cluster, spec, options, free), nodes_source=source)
+            if flags.plan is not None:
+                raise typer.Exit(0)
         jobs = eval_jobs(cluster, spec, options)
         raise typer.Exit(run_jobs(flags, cluster, options.expname, jobs, result_log=summary_log(jobs)))
+
+    job_command(app, "eval", help=HELP)(eval_)
+    if plan_app is not None:
+        job_command(plan_app, "eval", help=f"What `kit eval` would cost: {PLAN_HELP}", plan_flags=PlanFlags)(eval_)
 
 
 def judge_spec(model: str | None, server_type: str, address: str | None, gpus: int, args: str):

@@ -8,17 +8,20 @@ from typing import Annotated
 import typer
 
 from pipeline_kit.cli.job_flags import JobFlags, cluster_from, job_command, run_jobs
+from pipeline_kit.cli.packing_flags import PackingFlags, PlanFlags, echo_plan, nodes_free
 from pipeline_kit.cli.sandbox_flags import SandboxFlags
 from pipeline_kit.cli.server_flags import ServerFlags
 from pipeline_kit.errors import UserError
 
+HELP = "Generate with an LLM over a JSONL file: chunks × random seeds, resumable."
 
-def register(app: typer.Typer) -> None:
-    @job_command(app, "generate", help="Generate with an LLM over a JSONL file: chunks × random seeds, resumable.")
+
+def register(app: typer.Typer, plan_app: typer.Typer | None = None) -> None:
     def generate(
         flags: JobFlags,
         server: ServerFlags,
         sandbox: SandboxFlags,
+        packing: PackingFlags,
         input_file: Annotated[str, typer.Option("--input_file", help="Input JSONL (a path where the job runs).")] = "",
         output_dir: Annotated[str, typer.Option("--output_dir", help="Folder for output[-rs{seed}].jsonl.")] = "",
         num_chunks: Annotated[int | None, typer.Option("--num_chunks", help="Cut the input into N chunks.")] = None,
@@ -35,13 +38,6 @@ def register(app: typer.Typer) -> None:
             str | None,
             typer.Option("--postprocess_cmd", help="Shell command run on each final file ($KIT_OUTPUT_FILE)."),
         ] = None,
-        num_jobs: Annotated[
-            int | None,
-            typer.Option(
-                "--num_jobs",
-                help="Spread units over N jobs, one server each (default: 1 locally, 1 per unit on Slurm).",
-            ),
-        ] = None,
         container: Annotated[
             str | None, typer.Option("--container", help="Container key for the client (default: 'kit' if defined).")
         ] = None,
@@ -52,8 +48,9 @@ def register(app: typer.Typer) -> None:
     ) -> int:
         from pipeline_kit.inference.units import parse_id_list
         from pipeline_kit.jobs import GenerateSpec, generate_jobs, plan_generation
-        from pipeline_kit.jobs.generate import nothing_to_generate
+        from pipeline_kit.jobs.generate import generation_packing, nothing_to_generate
 
+        packing.checked()
         if num_random_seeds is not None and random_seeds is not None:
             raise UserError("give --num_random_seeds or --random_seeds, not both.")
         if num_random_seeds is not None and num_random_seeds < 1:
@@ -74,7 +71,9 @@ def register(app: typer.Typer) -> None:
             chunk_ids=parse_id_list(chunk_ids, "--chunk_ids") if chunk_ids is not None else None,
             rerun_done=rerun_done,
             postprocess_cmd=postprocess_cmd,
-            num_jobs=num_jobs,
+            num_jobs=packing.num_jobs,
+            max_startup_share=packing.max_startup_share,
+            max_jobs=packing.max_jobs,
             container=container,
             server_container=server.server_container,
             server_port=server.port(),
@@ -89,11 +88,28 @@ def register(app: typer.Typer) -> None:
             typer.echo(
                 f"kit generate: {plan.done_count} of {len(plan.units)} units are done already (--rerun_done redoes them)"
             )
+        if flags.plan is not None or flags.dry_run:
+            free, source = nodes_free(cluster, flags.plan, options.partition or cluster.partition)
+            echo_plan(generation_packing(cluster, spec, plan, options, free), plan.done_count, source)
+            if flags.plan is not None:
+                raise typer.Exit(0)
         if not plan.todo and nothing_waits_on_it(flags, cluster, spec):
             typer.echo(nothing_to_generate(plan), err=True)
             raise typer.Exit(0)
         jobs = generate_jobs(cluster, spec, options, plan)
         raise typer.Exit(run_jobs(flags, cluster, options.expname, jobs))
+
+    job_command(app, "generate", help=HELP)(generate)
+    if plan_app is not None:
+        job_command(plan_app, "generate", help=f"What `kit generate` would cost: {PLAN_HELP}", plan_flags=PlanFlags)(
+            generate
+        )
+
+
+PLAN_HELP = (
+    "units, jobs, units per job, start-up and generation GPU-hours, wall time and the GPU-hours saved against one "
+    "unit per job, from measured figures (or a stated estimate). Takes the same flags; submits nothing."
+)
 
 
 def nothing_waits_on_it(flags: JobFlags, cluster, spec) -> bool:

@@ -63,6 +63,7 @@ class JobFlags:
         ),
     ] = False
     extra_args: tuple[str, ...] = ()  # the ++key=value arguments, passed through to the inner script
+    plan: object = None  # `kit plan <command>`: its PlanFlags; the command prints its plan and submits nothing
 
     def sbatch_dict(self) -> dict[str, str]:
         if not self.sbatch_kwargs:
@@ -116,7 +117,8 @@ class JobFlags:
         return out
 
 
-_NAMES = {f.name for f in fields(JobFlags) if f.name != "extra_args"}
+_NOT_FLAGS = ("extra_args", "plan")  # JobFlags fields that are no command-line flag
+_NAMES = {f.name for f in fields(JobFlags) if f.name not in _NOT_FLAGS}
 
 
 def check_extra_args(ctx: typer.Context) -> tuple[str, ...]:
@@ -136,14 +138,16 @@ def flag_parameters(cls) -> list[inspect.Parameter]:
     return [
         inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default, annotation=hints[f.name])
         for f in fields(cls)
-        if f.name != "extra_args"
+        if f.name not in _NOT_FLAGS
     ]
 
 
-def job_command(app: typer.Typer, name: str, help: str, epilog: str | None = None):
+def job_command(app: typer.Typer, name: str, help: str, epilog: str | None = None, plan_flags: type | None = None):
     """Register `fn(flags: JobFlags, ...own options)` as a command that also takes every shared flag; `epilog`
     closes its --help.
-    An own parameter annotated with a flag-set dataclass (e.g. ServerFlags) takes that set's flags, declared once."""
+    An own parameter annotated with a flag-set dataclass (e.g. ServerFlags) takes that set's flags, declared once.
+    `plan_flags`: a flag-set dataclass whose flags the command also takes, handed over as `flags.plan` (`kit plan`
+    registers a command's own function again this way)."""
 
     def decorate(fn):
         hints = get_type_hints(fn, include_extras=True)
@@ -164,11 +168,14 @@ def job_command(app: typer.Typer, name: str, help: str, epilog: str | None = Non
                 **{k: kwargs.pop(k) for k in list(kwargs) if k in _NAMES},
                 extra_args=check_extra_args(ctx),
             )
+            if plan_flags is not None:
+                flags.plan = plan_flags(**{f.name: kwargs.pop(f.name) for f in fields(plan_flags)})
             for arg, cls in sets.items():
                 kwargs[arg] = cls(**{f.name: kwargs.pop(f.name) for f in fields(cls)})
             return fn(flags, **kwargs)
 
-        wrapper.__signature__ = inspect.Signature([ctx_param, *own, *flag_parameters(JobFlags)])
+        planning = flag_parameters(plan_flags) if plan_flags is not None else []
+        wrapper.__signature__ = inspect.Signature([ctx_param, *own, *flag_parameters(JobFlags), *planning])
         settings = {"allow_extra_args": True, "ignore_unknown_options": True}
         app.command(name=name, help=help, epilog=epilog, context_settings=settings)(wrapper)
         return fn

@@ -26,7 +26,9 @@ from pipeline_kit.jobs.generate import (
     split_units,
 )
 from pipeline_kit.jobs.options import JobOptions, JobPlan, chain
+from pipeline_kit.jobs.packing_plan import asked_jobs, check_packing_limits, packing_plan, parse_num_jobs
 from pipeline_kit.overrides import override_value
+from pipeline_kit.packing import PackingPlan
 from pipeline_kit.pipeline.model import AUTO_PORT, Command, CommandGroup, Endpoint, Job
 from pipeline_kit.servers.base import ServerSpec
 
@@ -76,7 +78,8 @@ def parse_benchmarks(text: str, known: list[str]) -> list[BenchmarkRequest]:
 class EvalSpec:
     """An evaluation: `benchmarks` through one server type; results under <output_dir>/eval-results/<name>/.
     `data_dir`: where `kit prepare_data` put the benchmarks (as the job sees it); `num_jobs`: pack all the units
-    of all benchmarks into N jobs (default: 1 on none/Docker, one per unit on Slurm); `overrides`: `++key=value`
+    of all benchmarks into N jobs, or 'auto' (default: 1 on none/Docker, auto on Slurm: as generation's, each
+    benchmark its own jobs where that is one unit per job); `overrides`: `++key=value`
     for every generation, after each benchmark's own defaults; `extract`: the answer extraction mode of every
     benchmark's grading (None: each benchmark's own, Benchmark.extract_mode)."""
 
@@ -86,7 +89,9 @@ class EvalSpec:
     data_dir: str | None = None
     extra_datasets: str | None = None
     num_chunks: int | None = None
-    num_jobs: int | None = None
+    num_jobs: int | str | None = None
+    max_startup_share: float = 0.1
+    max_jobs: int | None = None
     rerun_done: bool = False
     extract: str | None = None
     container: str | None = None
@@ -96,6 +101,10 @@ class EvalSpec:
     overrides: tuple[str, ...] = ()
     judge: ServerSpec | None = None  # an LLM judge: a dependent stage with its own server writes judge_correct
     judge_overrides: tuple[str, ...] = ("++prompt_config=judge/math", "++inference.temperature=0.0")
+
+    def __post_init__(self) -> None:
+        self.num_jobs = parse_num_jobs(self.num_jobs)
+        check_packing_limits(self.max_startup_share, self.max_jobs)
 
     def generate_spec(self, request: BenchmarkRequest) -> GenerateSpec:
         """The generate builder's spec for one benchmark: its data file, folder, seeds and default settings."""
@@ -135,6 +144,31 @@ class ClientSequence:
 def eval_jobs(cluster: ClusterConfig, spec: EvalSpec, options: JobOptions) -> list[Job]:
     """Generation jobs (per benchmark, or packed into --num_jobs), then a summarize job after all of them."""
 
+    specs = _generate_specs(cluster, spec)
+    plans = [plan_generation(cluster, s) for s in specs]
+    num_jobs = asked_jobs(cluster, spec.num_jobs)
+    if num_jobs is None:  # auto: packed across benchmarks, unless that is one unit per job
+        packing = _eval_packing(cluster, spec, specs, plans, options)
+        num_jobs = packing.jobs if packing.jobs < packing.units else None
+    if num_jobs is None:  # each benchmark its own jobs (one per unit), named after it
+        generation = [
+            job
+            for r, s, p in zip(spec.benchmarks, specs, plans, strict=True)
+            for job in generate_jobs(
+                cluster,
+                replace(s, num_jobs=max(len(p.todo), 1)),
+                replace(options, expname=f"{options.expname}-{r.name}"),
+                p,
+            )
+        ]
+    else:
+        generation = _packed_jobs(cluster, specs, plans, num_jobs, options)
+    judging = _judge_jobs(cluster, spec, specs, num_jobs, replace(options, after=generation)) if spec.judge else []
+    return generation + judging + _summarize_jobs(cluster, spec, specs[0], options, generation + judging)
+
+
+def _generate_specs(cluster: ClusterConfig, spec: EvalSpec) -> list[GenerateSpec]:
+    """Each benchmark's generation; on none a missing data file says how to make it."""
     specs = [spec.generate_spec(r) for r in spec.benchmarks]
     if cluster.executor == "none":  # the data paths are this machine's: say how to make a missing one
         for r, gen in zip(spec.benchmarks, specs, strict=True):
@@ -143,18 +177,27 @@ def eval_jobs(cluster: ClusterConfig, spec: EvalSpec, options: JobOptions) -> li
                 raise UserError(
                     f"benchmark '{r.name}' has no data at {gen.input_file}; run `kit prepare_data {r.name}{where}` first."
                 )
-    plans = [plan_generation(cluster, s) for s in specs]
-    num_jobs = spec.num_jobs or (None if cluster.executor == "slurm" else 1)
-    if num_jobs is None:  # each benchmark its own jobs, named after it
-        generation = [
-            job
-            for r, s, p in zip(spec.benchmarks, specs, plans, strict=True)
-            for job in generate_jobs(cluster, s, replace(options, expname=f"{options.expname}-{r.name}"), p)
-        ]
-    else:
-        generation = _packed_jobs(cluster, specs, plans, num_jobs, options)
-    judging = _judge_jobs(cluster, spec, specs, num_jobs, replace(options, after=generation)) if spec.judge else []
-    return generation + judging + _summarize_jobs(cluster, spec, specs[0], options, generation + judging)
+    return specs
+
+
+def eval_packing(cluster: ClusterConfig, spec: EvalSpec, options: JobOptions, nodes_free: int | None = None):
+    """The packing of the evaluation's generation units into jobs (what `kit plan eval` and a dry run show)."""
+    specs = _generate_specs(cluster, spec)
+    return _eval_packing(cluster, spec, specs, [plan_generation(cluster, s) for s in specs], options, nodes_free)
+
+
+def _eval_packing(
+    cluster: ClusterConfig,
+    spec: EvalSpec,
+    specs: list[GenerateSpec],
+    plans: list[UnitPlan],
+    options: JobOptions,
+    nodes_free: int | None = None,
+) -> PackingPlan:
+    work = [(p.input_file, s.num_chunks, len(p.todo), s.overrides) for s, p in zip(specs, plans, strict=True)]
+    return packing_plan(
+        cluster, spec.server, work, options, spec.num_jobs, spec.max_startup_share, spec.max_jobs, nodes_free
+    )
 
 
 def judge_specs(spec: EvalSpec, generated: list[GenerateSpec]) -> list[GenerateSpec]:

@@ -19,7 +19,9 @@ from pipeline_kit.inference.registry import task_class
 from pipeline_kit.inference.tasks import config_value
 from pipeline_kit.inference.units import Unit, plan_units, split_units
 from pipeline_kit.jobs.options import JobOptions, JobPlan, chain
+from pipeline_kit.jobs.packing_plan import check_packing_limits, packing_plan, parse_num_jobs
 from pipeline_kit.overrides import override_key, override_value, take_override
+from pipeline_kit.packing import PackingPlan
 from pipeline_kit.pipeline.model import AUTO_PORT, Command, CommandGroup, HardwareConfig, Job
 from pipeline_kit.selection.genselect_runs import run_files
 from pipeline_kit.servers.base import ServerSpec
@@ -28,8 +30,9 @@ from pipeline_kit.servers.base import ServerSpec
 @dataclass
 class GenerateSpec:
     """What to generate. `seeds`: sampled outputs (output-rs{seed}.jsonl), None for one greedy output.jsonl;
-    `num_chunks`/`chunk_ids`: cut the input; `num_jobs`: spread the units over N jobs, one server each (default:
-    1 on none/Docker, one per unit on Slurm); `overrides`: `++key=value` for the generation script, checked here.
+    `num_chunks`/`chunk_ids`: cut the input; `num_jobs`: spread the units over N jobs, one server each, or 'auto'
+    (default: 1 on none/Docker, auto on Slurm: units per job chosen so that start-up is at most `max_startup_share`
+    of each job, within the time limit and `max_jobs`; see jobs.packing_plan); `overrides`: `++key=value` for the generation script, checked here.
     `input_dir` (from `++input_dir=`): GenSelect's runs, read instead of `input_file` (++generation_type=genselect);
     `genselect`: after the seeds, a GenSelect over them into <output_dir>/genselect/ (a follow-on job).
     Paths are this machine's on executor none, else absolute paths where the job runs."""
@@ -43,7 +46,9 @@ class GenerateSpec:
     chunk_ids: list[int] | None = None
     rerun_done: bool = False
     postprocess_cmd: str | None = None
-    num_jobs: int | None = None
+    num_jobs: int | str | None = None
+    max_startup_share: float = 0.1
+    max_jobs: int | None = None
     container: str | None = None  # the client's container key (default: 'kit' if the cluster has one)
     server_container: str | None = None  # default: the cluster's container named after the server type
     server_port: int | str = AUTO_PORT
@@ -61,8 +66,8 @@ class GenerateSpec:
             raise UserError("--input_file and --output_dir are required (a JSONL file and a folder for the outputs).")
         if self.genselect and self.seeds is None:
             raise UserError("--genselect picks among sampled solutions; add --num_random_seeds=N (N of at least 2).")
-        if self.num_jobs is not None and self.num_jobs < 1:
-            raise UserError(f"--num_jobs must be at least 1, got {self.num_jobs}.")
+        self.num_jobs = parse_num_jobs(self.num_jobs)
+        check_packing_limits(self.max_startup_share, self.max_jobs)
 
 
 @dataclass
@@ -233,8 +238,7 @@ def _unit_jobs(cluster: ClusterConfig, spec: GenerateSpec, options: JobOptions, 
 
     def plan_copy(copy: int) -> list[JobPlan]:
         todo = plan.todo  # later copies of a --dependent_jobs chain run the same units and resume what is left
-        default_jobs = len(todo) if cluster.executor == "slurm" else 1
-        shares = split_units(todo, min(spec.num_jobs or default_jobs, len(todo)))
+        shares = split_units(todo, packing.jobs)
         overrides = list(plan.overrides)
         # only the first job of a --dependent_jobs chain redoes; the next ones resume what it left
         overrides += ["++rerun_done=true"] if spec.rerun_done and copy == 0 else []
@@ -245,7 +249,18 @@ def _unit_jobs(cluster: ClusterConfig, spec: GenerateSpec, options: JobOptions, 
         fields = {**io, **({"array_size": len(shares)} if len(shares) > 1 else {})}
         return [JobPlan("", groups, fields)]
 
+    packing = generation_packing(cluster, spec, plan, options)
     return chain(options, plan_copy)
+
+
+def generation_packing(
+    cluster: ClusterConfig, spec: GenerateSpec, plan: UnitPlan, options: JobOptions, nodes_free: int | None = None
+) -> PackingPlan:
+    """How the units still to run are packed into jobs (`spec.num_jobs`: N, auto, or the executor's default)."""
+    work = [(plan.input_file, spec.num_chunks, len(plan.todo), spec.overrides)]
+    return packing_plan(
+        cluster, spec.server, work, options, spec.num_jobs, spec.max_startup_share, spec.max_jobs, nodes_free
+    )
 
 
 def _job_paths(executor: str, paths: dict[str, str]) -> list[str]:

@@ -47,7 +47,13 @@ class StagePlan:
     reason: str
 
 
-NOT_IN_KEY = ("num_jobs", "server_port", "save_before_timeout")  # how a stage is run, not what it makes
+NOT_IN_KEY = (
+    "num_jobs",
+    "max_startup_share",
+    "max_jobs",
+    "server_port",
+    "save_before_timeout",
+)  # how a stage is run, not what it makes
 
 
 def spec_fields(spec: object) -> dict[str, object]:

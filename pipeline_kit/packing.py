@@ -1,0 +1,324 @@
+"""How many units each job of a generation runs (`--num_jobs=auto`): a cost model from measured or estimated server
+start-up and seconds per sample, the partition's time limit and the user's caps, and a FIFO queue model of wall time.
+Pure: no I/O, no heavy imports (the planner, `kit plan` and perf/simulate_packing.py use it alike)."""
+
+from __future__ import annotations
+
+import heapq
+import math
+import statistics
+from dataclasses import dataclass, field
+
+from pipeline_kit.measurements import JobFigures
+
+# The estimate used where no job of this server has been measured; each is printed with the plan that uses it.
+STARTUP_FIXED_S = 120.0  # container start, imports, CUDA graphs / warm-up, before the weights count
+LOAD_BYTES_PER_S = 500e6  # reading the weights from a shared filesystem
+TOKENS_PER_S_PER_GPU = 400.0  # a batched server's total decode throughput, per GPU
+TOKENS_PER_S_CPU = 20.0  # a CPU-only server's
+TIME_MARGIN = 0.8  # a job plans to use at most this share of its time limit
+RECENT_JOBS = 5  # the measured figures are the median over this many last jobs
+
+
+@dataclass(frozen=True)
+class CostFigures:
+    """What a plan is computed from. `startup_s`: job start to server ready (0: a server kit does not start);
+    `seconds_per_sample` of one server at its request pool's concurrency (None: unknown); `samples_per_unit`: the
+    mean over the run's units (None: unknown); `gpus`/`nodes`: what one job holds (0 GPUs: a CPU-only server or
+    none); `source`: where the figures came from, in words; `assumptions`: the estimate's, one line each."""
+
+    startup_s: float
+    seconds_per_sample: float | None
+    samples_per_unit: float | None
+    gpus: int
+    nodes: int
+    source: str
+    assumptions: tuple[str, ...] = ()
+
+    @property
+    def unit_s(self) -> float | None:
+        """Seconds of generation per unit, or None when unknown."""
+        if self.seconds_per_sample is None or self.samples_per_unit is None:
+            return None
+        return self.seconds_per_sample * self.samples_per_unit
+
+
+def measured_figures(
+    jobs: list[JobFigures], samples_per_unit: float | None, gpus: int, nodes: int
+) -> CostFigures | None:
+    """The median start-up and seconds per sample over the last RECENT_JOBS measured jobs (oldest first, as
+    measurements.stored_figures gives them); samples per unit from those jobs' units when the caller has none."""
+    recent = [j for j in jobs if j.seconds_per_sample is not None][-RECENT_JOBS:]
+    if not recent:
+        return None
+    starts = [j.startup_s for j in recent if j.startup_s is not None]
+    startup = statistics.median(starts) if starts else 0.0
+    per_sample = statistics.median(j.seconds_per_sample for j in recent)
+    source = f"measured {len(recent)} time{'s' if len(recent) > 1 else ''} ({recent[-1].server.describe()})"
+    if samples_per_unit is None:
+        unit_samples = [u.samples for j in recent for u in j.units if u.samples]
+        samples_per_unit = statistics.median(unit_samples) if unit_samples else None
+        source += "; samples per unit from those jobs (the input is not readable here)" if unit_samples else ""
+    return CostFigures(startup, per_sample, samples_per_unit, gpus, nodes, source)
+
+
+def estimated_figures(
+    model_bytes: int | None,
+    gpus: int,
+    nodes: int,
+    tokens_per_sample: int,
+    samples_per_unit: float | None,
+    starts_server: bool = True,
+) -> CostFigures:
+    """The stated estimate where nothing was measured: start-up = STARTUP_FIXED_S + model bytes / LOAD_BYTES_PER_S;
+    seconds per sample = tokens_to_generate / (TOKENS_PER_S_PER_GPU x GPUs), or / TOKENS_PER_S_CPU without GPUs."""
+    if not starts_server:
+        why = "an external server: no start-up, no GPUs held; its speed unmeasured"
+        return CostFigures(0.0, None, samples_per_unit, 0, 1, "estimated", (why,))
+    total_gpus = gpus * nodes
+    rate = TOKENS_PER_S_PER_GPU * total_gpus if total_gpus else TOKENS_PER_S_CPU
+    loading = (model_bytes or 0) / LOAD_BYTES_PER_S
+    assumptions = [
+        f"start-up {STARTUP_FIXED_S:.0f} s + weights at {LOAD_BYTES_PER_S / 1e6:.0f} MB/s"
+        + (
+            f" ({model_bytes / 1e9:.3g} GB: {loading:.0f} s)"
+            if model_bytes
+            else " (model folder not readable here: 0 s)"
+        ),
+        f"{rate:.0f} tokens/s per server ("
+        + (f"{TOKENS_PER_S_PER_GPU:.0f} per GPU x {total_gpus}" if total_gpus else "a CPU-only server")
+        + f"), each sample the whole tokens_to_generate={tokens_per_sample}",
+    ]
+    if samples_per_unit is None:
+        assumptions.append("samples per unit unknown (the input is not readable here)")
+    return CostFigures(
+        STARTUP_FIXED_S + loading, tokens_per_sample / rate, samples_per_unit, gpus, nodes, "estimated",
+        tuple(assumptions),
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class PackingLimits:
+    """`max_startup_share`: start-up at most this share of each job's time; `max_jobs`: at most this many jobs
+    (None: up to one per unit); `time_limit_s`: the partition's (None: none known); `margin`: the share of it a job
+    plans to use."""
+
+    max_startup_share: float = 0.1
+    max_jobs: int | None = None
+    time_limit_s: float | None = None
+    margin: float = TIME_MARGIN
+
+
+def choose_units_per_job(units: int, figures: CostFigures, limits: PackingLimits) -> tuple[int, str]:
+    """Units per job and why. k_share = ceil(S (1 - s) / (s u)) makes start-up S at most share s of a job of k units
+    of u seconds; k_time = floor((margin T - S) / u) fits the time limit T; then jobs = ceil(units / k) is capped
+    by max_jobs (the cap wins over the time limit, and says so)."""
+    if units <= 1:
+        return 1, "one unit"
+    unit_s = figures.unit_s
+    if figures.nodes > 1:
+        return units, "a multi-node server runs every unit in one job"
+    if unit_s is None or unit_s <= 0:
+        k, why = 1, "one unit per job: the seconds per unit are unknown"
+    elif figures.startup_s <= 0:
+        k, why = 1, "one unit per job: no server start-up to share"
+    else:
+        share = limits.max_startup_share
+        k = math.ceil(figures.startup_s * (1 - share) / (share * unit_s) - 1e-9)
+        why = f"start-up at most {share:.0%} of each job"
+        if limits.time_limit_s is not None:
+            fits = math.floor((limits.margin * limits.time_limit_s - figures.startup_s) / unit_s)
+            if fits < k:
+                k = max(fits, 1)
+                why = f"each job within {limits.margin:.0%} of the {_duration(limits.time_limit_s)} time limit"
+                if fits < 1:
+                    why = f"one unit per job, yet a unit does not fit {limits.margin:.0%} of the time limit"
+    k = min(max(k, 1), units)
+    if limits.max_jobs is not None and math.ceil(units / k) > limits.max_jobs:
+        k = math.ceil(units / limits.max_jobs)
+        why = f"--max_jobs={limits.max_jobs}"
+    return k, why
+
+
+@dataclass(frozen=True)
+class PackingPlan:
+    """`jobs` jobs over `units` units (shares differing by at most one), with the costs that follow."""
+
+    units: int
+    jobs: int
+    figures: CostFigures
+    reason: str
+    nodes_free: int | None = None  # None: as many as the jobs need
+    nodes_source: str = ""  # where nodes_free came from, in words
+    time_limit_s: float | None = None
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def units_per_job(self) -> int:
+        return -(-self.units // self.jobs)
+
+    def durations(self, jobs: int | None = None) -> list[float] | None:
+        """Each job's seconds (start-up + its units), for `jobs` jobs (default: the plan's); None when unknown."""
+        jobs = jobs or self.jobs
+        unit_s = self.figures.unit_s
+        if unit_s is None:
+            return None
+        small, extra = divmod(self.units, jobs)
+        return [self.figures.startup_s + (small + (i < extra)) * unit_s for i in range(jobs)]
+
+    @property
+    def rate(self) -> int:
+        """What an hour of a job costs: GPUs held, or nodes for a CPU-only server."""
+        return self.figures.gpus * self.figures.nodes or self.figures.nodes
+
+    def startup_hours(self, jobs: int | None = None) -> float:
+        return (jobs or self.jobs) * self.figures.startup_s * self.rate / 3600
+
+    def generation_hours(self) -> float | None:
+        unit_s = self.figures.unit_s
+        return None if unit_s is None else self.units * unit_s * self.rate / 3600
+
+    def wall_s(self, jobs: int | None = None, nodes_free: int | None = None) -> float | None:
+        durations = self.durations(jobs)
+        if durations is None:
+            return None
+        free = nodes_free or self.nodes_free or len(durations) * self.figures.nodes
+        return makespan(durations, self.figures.nodes, free)
+
+
+def plan_packing(
+    units: int,
+    figures: CostFigures,
+    limits: PackingLimits,
+    jobs: int | None = None,
+    nodes_free: int | None = None,
+    notes: tuple[str, ...] = (),
+) -> PackingPlan:
+    """`jobs` given (--num_jobs=N, or 1 on none/Docker): the costs of that packing; None: chosen here."""
+    if jobs is not None:
+        jobs, reason = max(min(jobs, units), 1), "as given"
+    else:
+        k, why = choose_units_per_job(units, figures, limits)
+        jobs, reason = -(-units // k), f"auto: {why}"
+    return PackingPlan(
+        units, jobs, figures, reason, nodes_free=nodes_free, time_limit_s=limits.time_limit_s, notes=notes
+    )
+
+
+def makespan(durations: list[float], nodes_per_job: int, nodes_free: int) -> float:
+    """Wall time of jobs started first come, first served as nodes free up (each holds `nodes_per_job` nodes until
+    it ends), on `nodes_free` nodes; queue waits from other users' jobs are not counted."""
+    free, now, running, end = max(nodes_free, nodes_per_job), 0.0, [], 0.0
+    for duration in durations:
+        while free < nodes_per_job:
+            now = max(now, heapq.heappop(running))
+            free += nodes_per_job
+        free -= nodes_per_job
+        heapq.heappush(running, now + duration)
+        end = max(end, now + duration)
+    return end
+
+
+def given_figures(
+    startup_min: float, tokens_per_s: float, problems_per_unit: int, tokens_per_problem: int, gpus: int
+) -> CostFigures:
+    """Figures as `kit plan simulate` and perf/simulate_packing.py take them: one node per job."""
+    return CostFigures(startup_min * 60, tokens_per_problem / tokens_per_s, problems_per_unit, gpus, 1, "given")
+
+
+def simulation_table(units: int, figures: CostFigures, limits: PackingLimits, nodes_free: list[int]) -> list[str]:
+    """One job, auto and one unit per job at each number of free nodes: jobs, GPU-hours, wall time (the FIFO queue
+    model), and both against one unit per job; a Markdown table."""
+    auto = plan_packing(units, figures, limits)
+    lines = [
+        f"{units} units of {figures.samples_per_unit:g} problems at {figures.seconds_per_sample:.3g} s per problem "
+        f"({figures.unit_s:.0f} s per unit), start-up {figures.startup_s / 60:g} min, {_count(figures.gpus, 'GPU')} "
+        f"per job, time limit {_duration(limits.time_limit_s) if limits.time_limit_s else 'none'}; auto: "
+        f"{auto.units_per_job} units per job ({auto.reason.removeprefix('auto: ')})",
+        "",
+        "| free nodes | packing | jobs | units/job | GPU-hours (start-up + generation) | wall time | vs one unit per job |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for free in nodes_free:
+        baseline = plan_packing(units, figures, limits, jobs=units, nodes_free=free)
+        base_hours, base_wall = baseline.startup_hours() + baseline.generation_hours(), baseline.wall_s()
+        for name, plan in (
+            ("1 job", plan_packing(units, figures, limits, jobs=1, nodes_free=free)),
+            ("auto", plan_packing(units, figures, limits, nodes_free=free)),
+            (f"{units} jobs", baseline),
+        ):
+            startup, generation, wall = plan.startup_hours(), plan.generation_hours(), plan.wall_s()
+            over = limits.time_limit_s and max(plan.durations()) > limits.time_limit_s
+            lines.append(
+                f"| {free} | {name} | {plan.jobs} | {plan.units_per_job} | {startup + generation:,.0f} "
+                f"({startup:,.0f} + {generation:,.0f}) | {wall / 3600:.2f} h{' (over the time limit)' if over else ''} "
+                f"| {(startup + generation) / base_hours - 1:+.0%} GPU-hours, {wall / base_wall:.2f}x wall |"
+            )
+    return lines
+
+
+def describe(plan: PackingPlan, prefix: str = "plan: ") -> list[str]:
+    """The lines `kit plan` prints and every --dry_run of generate/eval starts with."""
+    shown = "GPU-hours"
+    small, extra = divmod(plan.units, plan.jobs)
+    per_job = " or ".join(
+        str(n) for n in ([small + 1] if extra else []) + ([small] if small and plan.jobs > extra else [])
+    )
+    lines = [
+        f"{_count(plan.units, 'unit')} in {_count(plan.jobs, 'job')}"
+        + (f" of {per_job} units" if plan.jobs > 1 and plan.units > plan.jobs else "")
+        + f" ({plan.reason})"
+    ]
+    gen = plan.generation_hours()
+    cpu = plan.figures.gpus == 0
+    hours = f"start-up {_hours(plan.startup_hours())}, generation {_hours(gen)}"
+    if cpu:
+        lines.append(f"expected {shown}: start-up 0, generation 0 (no GPUs held); node-hours: {hours}")
+    else:
+        held = f"{_count(plan.figures.gpus, 'GPU')} x {_count(plan.figures.nodes, 'node')}"
+        lines.append(f"expected {shown}: {hours} ({held} per job)")
+    wall = plan.wall_s()
+    free = plan.nodes_free or plan.jobs * plan.figures.nodes
+    if wall is None:
+        lines.append("expected wall time: unknown (so are the seconds per unit)")
+    else:
+        lines.append(
+            f"expected wall time: {_duration(wall)} on {free} free node{'s' if free > 1 else ''}"
+            + (f" ({plan.nodes_source})" if plan.nodes_source else "" if plan.nodes_free else " (as many as the jobs)")
+            + f"; longest job {_duration(max(plan.durations()))}"
+            + (f" of a {_duration(plan.time_limit_s)} limit" if plan.time_limit_s else "")
+        )  # fmt: skip
+    label = "node-hours" if cpu else shown
+    if gen is not None and plan.jobs < plan.units:
+        one = plan.startup_hours(plan.units) + gen
+        saved = one - (plan.startup_hours() + gen)
+        lines.append(
+            f"vs one unit per job ({plan.units} jobs): {_hours(one)} {label}, {_hours(saved)} {label} saved "
+            f"({saved / one:.0%}); its wall time {_duration(plan.wall_s(plan.units, free))} on the same nodes"
+        )
+    elif gen is not None:
+        lines.append(f"one unit per job: nothing saved vs one unit per job ({_hours(plan.startup_hours())} {label})")
+    lines.append(f"figures: {plan.figures.source}")
+    lines += [f"  assumed: {a}" for a in plan.figures.assumptions]
+    lines += list(plan.notes)
+    return [prefix + line for line in lines]
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'s' if n != 1 else ''}"
+
+
+def _hours(value: float | None) -> str:
+    if value is None:
+        return "unknown"
+    return f"{value:.3g}" if value < 100 else f"{value:,.0f}"
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "unknown"
+    seconds = round(seconds)
+    if seconds < 60:
+        return f"{seconds}s"
+    hours, rest = divmod(seconds, 3600)
+    return f"{hours}h{rest // 60:02d}m" if hours else f"{rest // 60}m{rest % 60:02d}s"
