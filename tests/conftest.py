@@ -268,6 +268,33 @@ def rows(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
+def samples_on_disk(out: Path, seeds, num_chunks: int, rows_per_chunk: int) -> int:
+    """Samples a rerun of a chunks x seeds plan need not request: those of done units (or merged files), and the
+    finished lines of in-progress files (a line torn by a kill does not count). Safe to poll while a job runs."""
+    count = 0
+    for seed in seeds:
+        if Path(f"{out}/output-rs{seed}.jsonl.done").exists():
+            count += num_chunks * rows_per_chunk
+            continue
+        for k in range(num_chunks):
+            unit = out / f"output-rs{seed}_chunk_{k}.jsonl"
+            if Path(f"{unit}.done").exists():
+                count += rows_per_chunk
+                continue
+            try:
+                lines = Path(f"{unit}.in-progress").read_text().splitlines()
+            except FileNotFoundError:  # not started, or finished between the looks
+                lines = []
+            positions = set()
+            for line in lines:
+                try:
+                    positions.add(json.loads(line)["_kit_position"])
+                except (json.JSONDecodeError, KeyError):
+                    pass  # the line torn by the kill
+            count += len(positions)
+    return count
+
+
 # ---- the tiny model's additions (test_generate_vllm, test_reward, test_slurm_containers)
 
 VLLM_ENV = [

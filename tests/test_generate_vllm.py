@@ -12,10 +12,21 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import BIN, SERVICES, VLLM_ARGS, addition_problems, check_answers, cluster_yaml, need, rows
+from conftest import (
+    BIN,
+    SERVICES,
+    VLLM_ARGS,
+    addition_problems,
+    check_answers,
+    cluster_yaml,
+    need,
+    rows,
+    samples_on_disk,
+)
 from foreground_server import ForegroundServer
 
 pytestmark = pytest.mark.models
+TO_REQUEST = re.compile(r"already done, (\d+) to request")  # a unit's first line in a client log
 
 
 @pytest.fixture
@@ -53,51 +64,67 @@ def test_generate_through_vllm_on_none(kit, configs, models, tmp_path):
 
 
 @pytest.mark.slurm
-def test_auto_packs_the_units_into_fewer_jobs_than_units_on_slurm(kit, configs, models, tmp_path):
-    """--num_jobs=auto (the default on Slurm) from figures measured before (written here: 8 s start-up, 2 s per
-    sample): 10 chunks x 2 seeds, at most 40% start-up, are 4 jobs of 5 units; each element starts one server whose
-    units share its request pool, and the merged outputs are complete."""
-    from pipeline_kit.measurements import JobFigures, ServerKey, UnitFigures, figures_file, write_figures
-
-    need("SLURM_CONF", "the local Slurm cluster")
-    d = configs("slurm", cluster_yaml("slurm", models["KIT_TEST_HF_PYTHON"], "account: root\npartition: debug\n"))
-    model = models["KIT_TEST_TINY_MODEL"]
-    measured = JobFigures(ServerKey(model, "transformers", 0, 1), "generic/math", 8, 8.0, None, 2.0,
-                          (UnitFigures("rs0_chunk_0", 1, 12, 2.0),))  # fmt: skip
-    write_figures(figures_file(configs.job_dir / "logs" / "measuring" / "run", "gen"), measured)
-    cluster = ["--cluster=slurm", f"--config_dir={d}", "--expname=packed"]
-    server = ["--server_type=transformers", f"--model={model}", "--num_chunks=10", "--num_random_seeds=2"]
-    flags = [*server, "--max_startup_share=0.4", "++max_concurrent_requests=4"]
-    plan = kit("plan", "generate", *cluster, f"--input_file={tmp_path / 'in.jsonl'}", "--output_dir=/o", *flags)
-    res, out = generate(kit, [*cluster, "--wait"], tmp_path, 10, *flags)
-    assert res.returncode == 0, res.stdout + res.stderr
-    assert plan.stdout.startswith("plan: 20 units in 4 jobs of 5 units (auto: start-up at most 40% of each job)")
-    for seed in (0, 1):
-        check_answers(rows(out / f"output-rs{seed}.jsonl"), 10)
-    script = next((configs.job_dir / "experiments" / "packed").glob("*/*_sbatch.sh")).read_text()
-    assert re.findall(r"^#SBATCH --array=(\S+)", script, re.M) == ["0-3"]
-    logs = kit("logs", *cluster[:2], "packed").stdout
-    assert len(set(re.findall(r"server http://127\.0\.0\.1:(\d+)/v1 ready", logs))) == 4, logs  # 4 start-ups
-
-
-@pytest.mark.slurm
-def test_generate_het_job_through_vllm_on_slurm(kit, configs, models, tmp_path):
+def test_auto_packing_on_slurm_measures_packs_and_resumes_exactly(kit, configs, models, tmp_path):
+    """#26's acceptance on the local Slurm with the CPU vLLM server. A measuring run (one het job: the server on a
+    GPU node, the client in the cpu partition) records its figures; `kit plan` reads them back ("measured 1 time")
+    and packs 20 chunks x 2 seeds into fewer jobs than units (--num_jobs=auto, the default; at most --max_jobs=2);
+    the run is cancelled mid-way, and a rerun requests exactly the missing samples: the merged outputs hold every
+    problem once, in order."""
     need("SLURM_CONF", "the local Slurm cluster")
     yaml = cluster_yaml(
         "slurm", models["KIT_TEST_VLLM_PYTHON"], "account: root\npartition: debug\ncpu_partition: cpu\n"
     )
-    cluster = ["--cluster=slurm", f"--config_dir={configs('slurm', yaml)}", "--expname=hetgen", "--wait"]
+    cluster = ["--cluster=slurm", f"--config_dir={configs('slurm', yaml)}"]
     server = ["--server_type=vllm", f"--model={models['KIT_TEST_TINY_MODEL']}", "--server_gpus=1", VLLM_ARGS]
-    res, out = generate(kit, cluster, tmp_path, 16, *server)
+    slow = "++max_concurrent_requests=1"  # the same in every run (the figures are per request pool), slow to cancel
+    (tmp_path / "m").mkdir()
+    res, _ = generate(kit, [*cluster, "--expname=measuring", "--wait"], tmp_path / "m", 16, *server, slow)
     assert res.returncode == 0, res.stdout + res.stderr
-    check_answers(rows(out / "output.jsonl"), 16)
     slurm_id = re.search(r"slurm job (\d+)", res.stdout)[1]
     sacct = subprocess.run(
         ["sacct", "-n", "-P", "-X", "-j", slurm_id, "-o", "JobID,Partition,State"], capture_output=True, text=True
     ).stdout.split()
-    # one heterogeneous job: the server component on a GPU node, the client component in the cpu partition
-    assert {line.split("|")[0] for line in sacct} == {f"{slurm_id}+0", f"{slurm_id}+1"}, sacct
+    assert {line.split("|")[0] for line in sacct} == {f"{slurm_id}+0", f"{slurm_id}+1"}, sacct  # one het job
     assert f"{slurm_id}+1|cpu|COMPLETED" in sacct, sacct
+    measured = kit("status", *cluster, "measuring", "--verbose").stdout
+    assert re.search(r"start-up \d+\.\d s, queue wait \d+\.\d s", measured), measured
+    assert re.search(r"greedy: 16 samples, \d+ tokens", measured), measured
+
+    n, chunks = 200, 20
+    inp, out = addition_problems(tmp_path / "in.jsonl", n), tmp_path / "out"
+    flags = [*server, f"--input_file={inp}", f"--output_dir={out}", "++prompt_config=generic/math",
+             "++inference.tokens_to_generate=12", slow, f"--num_chunks={chunks}", "--num_random_seeds=2",
+             "--max_jobs=2"]  # fmt: skip
+    plan = kit("plan", "generate", *cluster, *flags, "--nodes_free=2")
+    assert plan.returncode == 0, plan.stdout + plan.stderr
+    assert "figures: measured 1 time" in plan.stdout, plan.stdout
+    jobs = int(re.search(r"plan: 40 units in (\d+) jobs?", plan.stdout)[1])
+    assert jobs <= 2, plan.stdout
+
+    started = kit("generate", *cluster, *flags, "--expname=packed")
+    assert started.returncode == 0, started.stdout + started.stderr
+    deadline = time.time() + 300
+    while time.time() < deadline and len(list(out.glob("*.done"))) < 3:  # a few units done, the rest not yet
+        time.sleep(0.2)
+    cancelled = kit("cancel", *cluster, "packed")
+    assert cancelled.returncode == 0, cancelled.stdout + cancelled.stderr
+    while time.time() < deadline and re.search(r"RUNNING|PENDING", kit("status", *cluster, "packed").stdout):
+        time.sleep(1)  # until Slurm has stopped it
+    kept = samples_on_disk(out, (0, 1), chunks, n // chunks)
+    assert 0 < kept < 2 * n, kept  # cancelled mid-run
+
+    again = kit("generate", *cluster, *flags, "--expname=packed-again", "--wait", timeout=600)
+    assert again.returncode == 0, again.stdout + again.stderr
+    logs = configs.job_dir / "logs"  # read whole (kit logs shows each log's tail)
+    asked = sum(int(k) for f in logs.glob("packed-again/**/*client.log") for k in TO_REQUEST.findall(f.read_text()))
+    assert asked == 2 * n - kept, asked  # only the missing samples, none twice
+    started_servers = list(logs.glob("packed/**/*server.log"))
+    assert 1 <= len(started_servers) <= jobs < 40, started_servers  # a start-up per job, not per unit
+    for seed in (0, 1):
+        got = rows(out / f"output-rs{seed}.jsonl")
+        check_answers(got, n)  # every problem once, in input order, answered
+        assert [r["sum"] for r in got] == [r["sum"] for r in rows(inp)]
+    assert not list(out.glob("*_chunk_*")) and not list(out.glob("*.in-progress"))
 
 
 def test_transformers_server_type_and_start_server(kit, configs, models, tmp_path):

@@ -4,7 +4,6 @@ and merges its own files, and a job killed mid-run resumes exactly."""
 
 from __future__ import annotations
 
-import json
 import random
 import signal
 import subprocess
@@ -12,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from conftest import generate, problems, rows
+from conftest import generate, problems, rows, samples_on_disk
 
 UNITS = "++units=[rs0_chunk_0,rs0_chunk_1,rs1_chunk_0,rs1_chunk_1]"
 
@@ -58,32 +57,6 @@ def test_units_of_a_job_share_one_pool_of_requests(stub, tmp_path):
     assert len(server.requests()) == 16
 
 
-def on_disk(out: Path, n_per_unit: int) -> int:
-    """Samples a rerun need not request: those of done units, and the finished lines of in-progress files."""
-    count = 0
-    for seed in (0, 1):
-        if Path(f"{out}/output-rs{seed}.jsonl.done").exists():
-            count += 2 * n_per_unit
-            continue
-        for k in (0, 1):
-            unit = out / f"output-rs{seed}_chunk_{k}.jsonl"
-            if Path(f"{unit}.done").exists():
-                count += n_per_unit
-                continue
-            try:
-                lines = Path(f"{unit}.in-progress").read_text().splitlines()
-            except FileNotFoundError:  # not started, or finished between the looks (polled while the job runs)
-                lines = []
-            positions = set()
-            for line in lines:
-                try:
-                    positions.add(json.loads(line)["_kit_position"])
-                except (json.JSONDecodeError, KeyError):
-                    pass  # the line torn by the kill
-            count += len(positions)
-    return count
-
-
 def test_a_job_killed_mid_run_resumes_every_unit_exactly(stub, tmp_path):
     server = stub("--delay", "0.05", "--add_seed")
     inp, out = problems(tmp_path, 40), tmp_path / "out"  # 4 units of 20 rows
@@ -91,11 +64,11 @@ def test_a_job_killed_mid_run_resumes_every_unit_exactly(stub, tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "pipeline_kit.inference.generate", *args], stderr=subprocess.PIPE)
     kill_at = random.randint(5, 40)  # at most half: units also finish one after another
     deadline = time.time() + 60
-    while time.time() < deadline and on_disk(out, 20) < kill_at:
+    while time.time() < deadline and samples_on_disk(out, (0, 1), 2, 20) < kill_at:
         time.sleep(0.005)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    kept, first = on_disk(out, 20), len(server.requests())
+    kept, first = samples_on_disk(out, (0, 1), 2, 20), len(server.requests())
     assert kill_at <= kept < 80
 
     res = generate(*args)
