@@ -83,7 +83,7 @@ def fewer_collections():
     """The collector's young generation collected every 10,000 allocations instead of 700 while requests are in
     flight: each request through LiteLLM allocates hundreds of tracked objects (its Logging object, pydantic models,
     dicts), so at the default threshold the job collected ~370 times per 1,000 requests, ~40% of its CPU (perf/'s fast
-    stub, perf/README.md); cyclic garbage is still freed, at most 10,000 allocations later."""
+    stub, perf/README.md). Cyclic garbage is still freed, by a later collection."""
     before = gc.get_threshold()
     gc.set_threshold(YOUNG_OBJECTS_PER_COLLECTION, *before[1:])
     try:
