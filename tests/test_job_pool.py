@@ -4,6 +4,7 @@ and merges its own files, and a job killed mid-run resumes exactly."""
 
 from __future__ import annotations
 
+import gc
 import random
 import signal
 import subprocess
@@ -12,6 +13,8 @@ import time
 from pathlib import Path
 
 from conftest import generate, problems, rows, samples_on_disk
+
+from pipeline_kit.inference.job_pool import YOUNG_OBJECTS_PER_COLLECTION, fewer_collections
 
 UNITS = "++units=[rs0_chunk_0,rs0_chunk_1,rs1_chunk_0,rs1_chunk_1]"
 
@@ -95,3 +98,14 @@ def test_temp_files_a_killed_writer_left_are_removed_when_the_unit_runs_again(st
     res = generate(*plan(server, inp, out))
     assert res.returncode == 0, res.stderr
     assert not any(p.exists() for p in stale) and all(p.exists() for p in kept)
+
+
+def test_the_collector_settings_of_the_pool_are_restored_after_it_even_when_it_fails():
+    before = gc.get_threshold()
+    try:
+        with fewer_collections():
+            assert gc.get_threshold() == (YOUNG_OBJECTS_PER_COLLECTION, *before[1:])
+            raise RuntimeError("stopped mid-way")
+    except RuntimeError:
+        pass
+    assert gc.get_threshold() == before
