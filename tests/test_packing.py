@@ -226,3 +226,16 @@ def test_kit_plan_simulate_prints_the_table(kit):
     assert "| 128 | auto | 40 | 20 | 328 (32 + 296) | 1.03 h | -65% GPU-hours, 1.00x wall |" in res.stdout
     bad = kit("plan", "simulate", "--nodes_free=a")
     assert bad.returncode == 2 and "--nodes_free=a is not whole numbers" in bad.stderr
+
+
+def test_a_sinfo_that_cannot_run_leaves_the_free_nodes_unknown(tmp_path, monkeypatch):
+    """`kit plan` on Slurm asks sinfo for idle nodes; a sinfo that cannot be started (here: a broken interpreter
+    line) is no error: the wall time is planned for as many nodes as jobs."""
+    from pipeline_kit.cli.packing_flags import PlanFlags, nodes_free
+
+    sinfo = tmp_path / "sinfo"
+    sinfo.write_text("#!/nonexistent/interpreter\n")
+    sinfo.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))  # only the broken one: not the real sinfo
+    cluster = ClusterConfig(source="t.yaml", executor="slurm", job_dir=str(tmp_path))
+    assert nodes_free(cluster, PlanFlags(), "debug") == (None, "")

@@ -68,7 +68,7 @@ def nodes_free(cluster, flags: PlanFlags | None, partition: str | None) -> tuple
     try:
         out = subprocess.run(command, capture_output=True, text=True, timeout=10).stdout
     except (OSError, subprocess.TimeoutExpired):
-        return None
+        return None, ""
     idle = sum(int(n) for n in out.split() if n.isdigit())
     where = f"partition {partition}" if partition else "the cluster"
     return (idle, f"idle now in {where}, from sinfo; --nodes_free=N plans for another number") if idle else (None, "")
