@@ -163,13 +163,17 @@ def test_misspelled_flag_gets_a_did_you_mean(kit, args, needle):
     assert one_error_line(kit(*args)) == f"kit: error: {needle}"
 
 
-def test_unknown_cluster_names_the_folders_and_the_configs_there(kit, configs, user_repo):
+def test_unknown_cluster_names_the_folders_and_the_configs_there(kit, configs, user_repo, tmp_path):
     from pipeline_kit.cluster.lookup import PACKAGE_CONFIGS
 
     d = configs("slurm-a100", GOOD)
     configs("laptop", GOOD)
     line = one_error_line(kit("run_cmd", "--cluster=slurm-a10", f"--config_dir={d}", "--command=echo"))
-    assert f"no slurm-a10.yaml in {d}, {user_repo / 'cluster_configs'} (no such folder), {PACKAGE_CONFIGS}" in line
+    mine = tmp_path / "home" / ".kit" / "cluster_configs"  # the kit fixture's $KIT_HOME/cluster_configs
+    assert (
+        f"no slurm-a10.yaml in {d}, {mine} (no such folder), {user_repo / 'cluster_configs'} (no such folder), "
+        f"{PACKAGE_CONFIGS}"
+    ) in line
     assert "the configs there are laptop, slurm-a100, " in line and "none" in line  # the package's examples too
     assert "Did you mean 'slurm-a100'?" in line and "kit setup --cluster=slurm-a10" in line
 
