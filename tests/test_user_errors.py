@@ -125,13 +125,12 @@ def test_untracked_files_named(kit, configs, user_repo):
     d = configs("good", GOOD)
     (user_repo / "helper.py").write_text("X = 1\n")  # a new module, not added: the jobs would not have it
     line = one_error_line(kit("run_cmd", "--cluster=good", f"--config_dir={d}", "--command=echo"))
-    assert "untracked files helper.py" in line and "--allow_uncommitted" in line
+    assert "untracked code files helper.py" in line and "--allow_uncommitted" in line
     res = kit("run_cmd", "--cluster=good", f"--config_dir={d}", "--command=ls", "--allow_uncommitted")
     assert res.returncode == 0, res.stderr
     assert "hello.py" in res.stdout and "helper.py" not in res.stdout  # the last commit ran, without it
-    assert "kit: warning: --allow_uncommitted: the jobs run the last commit, without untracked files helper.py" in (
-        res.stderr
-    )
+    warning = "kit: warning: --allow_uncommitted: the jobs run the last commit, without untracked code files helper.py"
+    assert warning in res.stderr
 
 
 def test_unreachable_docker_daemon_is_one_line(kit, configs):
