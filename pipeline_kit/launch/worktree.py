@@ -30,35 +30,31 @@ def _git(repo: str, *args: str) -> str:
     return subprocess.run(["git", "-C", repo, *args], capture_output=True, text=True, check=True).stdout
 
 
-def uncommitted_files(repo: str) -> list[str]:
-    """Tracked files whose changes `git archive HEAD` leaves out (modified, staged, deleted; a rename by its new
-    name)."""
-    entries = iter(_git(repo, "status", "--porcelain", "-z", "--untracked-files=no").split("\0"))
-    out = []
+def not_committed(repo: str) -> tuple[list[str], list[str]]:
+    """What `git archive HEAD` leaves out, from one `git status`: tracked files with changes (modified, staged,
+    deleted; a rename by its new name), and untracked files that git does not ignore (.gitignore,
+    .git/info/exclude, the global excludes), e.g. a new module not yet added."""
+    entries = iter(_git(repo, "status", "--porcelain=v1", "-z", "--untracked-files=all").split("\0"))
+    changed, new = [], []
     for entry in entries:
         if not entry:
             continue
-        out.append(entry[3:])
+        (new if entry.startswith("??") else changed).append(entry[3:])
         if entry[0] in "RC":  # a rename or copy: the old name follows as its own entry
             next(entries, None)
-    return out
-
-
-def untracked_files(repo: str) -> list[str]:
-    """Files git does not track and does not ignore (.gitignore, .git/info/exclude, the global excludes): `git
-    archive HEAD` leaves them out too, e.g. a new module not yet added."""
-    out = _git(repo, "ls-files", "-z", "--others", "--exclude-standard")
-    return [path for path in out.split("\0") if path]
+    return changed, new
 
 
 def is_code(path: str) -> bool:
     """Whether a job would import, execute or read this file from the packed tree (see the module's rule)."""
-    p = Path(path)
-    return p.suffix in CODE_SUFFIXES and SUBMISSION_ONLY not in p.parts[:-1]
+    folder, _, name = path.rpartition("/")
+    return os.path.splitext(name)[1] in CODE_SUFFIXES and SUBMISSION_ONLY not in folder.split("/")
 
 
 def is_data(path: str) -> bool:
-    return not is_code(path) and any(s in DATA_SUFFIXES for s in Path(path).suffixes)
+    """Whether any of the file's suffixes (output.jsonl.done, data.csv.gz) is a data suffix, and it is no code."""
+    name = path.rpartition("/")[2]
+    return not is_code(path) and any(f".{s}" in DATA_SUFFIXES for s in name.split(".")[1:])
 
 
 def named(paths: list[str]) -> str:
@@ -78,7 +74,7 @@ class Survey:
     folders: list[str]
 
     def refusal(self) -> str | None:
-        """ "uncommitted changes in a.py; untracked code files b.py", or None."""
+        """What is refused, named (uncommitted changes in a.py; untracked code files b.py), or None."""
         parts = []
         if self.changed:
             parts.append(f"uncommitted changes in {named(self.changed)}")
@@ -132,18 +128,18 @@ def kit_folders_in(repo: str, paths: Iterable[str], cwd: str) -> list[str]:
 def survey(repo: str, kit_paths: Iterable[str], cwd: str, recorded: Callable[[], Iterable[str]] = tuple) -> Survey:
     """Sort what `git archive HEAD` leaves out of the repo. `kit_paths`: kit's folders for this submission;
     `recorded`: the outputs earlier experiments recorded, asked for only when something would be refused."""
-    changed, new = uncommitted_files(repo), untracked_files(repo)
+    changed, new = not_committed(repo)
     folders = kit_folders_in(repo, kit_paths, cwd)
 
     def sort(folders: list[str]) -> Survey:
         def kits(path: str) -> bool:
             return any(_within(path, f) for f in folders)
 
-        refused_changed = [p for p in changed if not is_data(p) and not kits(p)]
-        refused_new = [p for p in new if is_code(p) and not kits(p)]
+        refused_changed = {p for p in changed if not is_data(p) and not kits(p)}
+        refused_new = {p for p in new if is_code(p) and not kits(p)}
         return Survey(
-            changed=refused_changed,
-            new=refused_new,
+            changed=[p for p in changed if p in refused_changed],
+            new=[p for p in new if p in refused_new],
             changed_other=[p for p in changed if p not in refused_changed],
             new_other=[p for p in new if p not in refused_new],
             folders=folders,
