@@ -60,12 +60,13 @@ def _submit(pipeline: Pipeline, dry_run: bool, follow: str | None) -> Experiment
     log_dir = pipeline.log_dir or f"{pipeline.cluster_root()}/logs/{pipeline.name}/{run_id}"
     external = {job.name: [records.load_latest(pipeline.cluster, e) for e in job.run_after] for job in jobs}
     writers = input_writers(pipeline, external, dry_run)
+    own = kit_paths(pipeline, log_dir)
     if dry_run:
-        _, _, key = plan_code(pipeline.cwd, pipeline.allow_uncommitted)
+        _, _, key = plan_code(pipeline.cwd, pipeline.allow_uncommitted, pipeline.cluster, own)
         root = pipeline.cluster_root()
         code = PackagedCode(key, f"{pipeline.cluster.job_dir}/code/{key}", f"{root}/code/{key}", True)
     else:
-        code = package_code(pipeline.cluster, pipeline.cwd, pipeline.allow_uncommitted, pipeline.reuse_code)
+        code = package_code(pipeline.cluster, pipeline.cwd, pipeline.allow_uncommitted, pipeline.reuse_code, own)
     submission = Submission(pipeline, jobs, log_dir, resolve_ports(jobs), code, external, writers)
     if dry_run:
         return Experiment(pipeline.name, run_id, pipeline.cluster, dry_run_text=submission.dry_run())
@@ -74,6 +75,12 @@ def _submit(pipeline: Pipeline, dry_run: bool, follow: str | None) -> Experiment
     experiment = submission.submit(run_id, follow)
     sys.stdout.flush()
     return experiment
+
+
+def kit_paths(pipeline: Pipeline, log_dir: str) -> list[str]:
+    """What this submission reads or writes by its own path, never from the packed code: its jobs' inputs and
+    outputs and its log folder (untracked files there are no code to refuse, see launch.worktree)."""
+    return [log_dir, *(path for job in pipeline.jobs for path in (*job.inputs, *job.outputs))]
 
 
 def _within(path: str, folder: str) -> bool:
