@@ -41,9 +41,9 @@ class SandboxSpec:
         container = self.container or (SANDBOX_NAME if SANDBOX_NAME in cluster.containers else None)
         host = "127.0.0.1" if cluster.executor == "none" else "0.0.0.0"  # elsewhere clients are on other nodes
         command = sandbox_command(cluster.kit_python, host, self.port if port is None else port, self.args, container)
-        modules = ("pipeline_kit", "aiohttp")  # pipeline-kit[sandbox]
+        modules = ("pipeline_kit",)  # the sandbox server is stdlib only
         command.python_check = kit_python_check(
-            cluster, SANDBOX_PYTHON_VAR, modules, "the sandbox's Python", "pipeline-kit[sandbox]"
+            cluster, SANDBOX_PYTHON_VAR, modules, "the sandbox's Python", "pipeline-kit"
         )
         return command
 
