@@ -115,7 +115,10 @@ try:
     from vllm.utils.argparse_utils import FlexibleArgumentParser
 except ImportError:
     from vllm.utils import FlexibleArgumentParser
-from vllm.entrypoints.openai.cli_args import make_arg_parser
+try:  # what `python -m vllm.entrypoints.openai.api_server` parses with (moved in vLLM 0.3x)
+    from vllm.entrypoints.launchers.cli_args import make_arg_parser
+except ImportError:
+    from vllm.entrypoints.openai.cli_args import make_arg_parser
 print(json.dumps(sorted(make_arg_parser(FlexibleArgumentParser())._option_string_actions)))
 """
 # `transformers serve` is a click command of transformers' CLI app (the one kit's launcher hands its arguments to)
