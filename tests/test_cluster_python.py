@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import pytest
+from conftest import need
 
 from pipeline_kit.cluster.config import build_cluster_config
 from pipeline_kit.components.server import server_group
@@ -104,3 +105,27 @@ def test_a_job_whose_python_lacks_kit_stops_at_its_first_lines_and_status_and_lo
     res = kit("generate", *cluster, "--expname=gone", *flags, f"--output_dir={tmp_path / 'out2'}",
               env={"KIT_RUN_TOKEN": "secret", "KIT_CLIENT_PYTHON": "/no/such/python"})  # fmt: skip
     assert "the client's Python /no/such/python does not exist; set key 'python'" in res.stdout + res.stderr
+
+
+@pytest.mark.slurm
+def test_on_slurm_the_check_stops_the_job_before_its_client_and_names_the_key(kit, configs, tmp_path):
+    """The issue's case: on Slurm without containers the client ran the node's Python and died in a traceback.
+    Here the config's `python` is a bare venv the nodes see: the job ends FAILED, its log has the one line."""
+    need("SLURM_CONF", "the local Slurm cluster")
+    venv = tmp_path / "bare"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    text = f"executor: slurm\njob_dir: JOB_DIR\naccount: root\npartition: debug\npython: {venv}/bin/python\n"
+    d = configs("slurm_bare", text)
+    data = tmp_path / "in.jsonl"
+    data.write_text('{"problem": "1+1"}\n')
+    cluster = ["--cluster=slurm_bare", f"--config_dir={d}"]
+    res = kit("generate", *cluster, "--expname=bare", "--server_type=openai", "--server_address=http://127.0.0.1:9/v1",
+              "--model=m", f"--input_file={data}", f"--output_dir={tmp_path / 'out'}", "--wait",
+              env={"KIT_CLIENT_PYTHON": None}, timeout=180)  # fmt: skip
+    assert res.returncode != 0, res.stdout + res.stderr
+    logs = kit("logs", *cluster, "bare")
+    found = re.search(
+        r"the client's Python (\S+) cannot import [a-z_ ]*litellm; set key 'python' in (\S+) ", logs.stdout
+    )
+    assert found and found[1] == f"{venv}/bin/python" and found[2] == f"{d}/slurm_bare.yaml", logs.stdout
+    assert "Traceback" not in logs.stdout
