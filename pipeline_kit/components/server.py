@@ -51,8 +51,8 @@ def server_python(server_type: ServerType, cluster: ClusterConfig, container: st
     )
     raise UserError(
         f"--server_type={server_type.name} needs {', '.join(missing)} in the server's Python, and {lacking}; install "
-        f"{them} ({server_type.install}), or set key 'server_python' in {cluster.source} (or export "
-        f"{SERVER_PYTHON_VAR}) to the bin/python of an env that has {them}."
+        f"{them} ({server_type.install}), or point kit at an env that has {them}: key 'server_python' in "
+        f"{cluster.source}, or export {SERVER_PYTHON_VAR}=/path/to/bin/python."
     )
 
 
