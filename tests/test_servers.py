@@ -66,7 +66,7 @@ def test_vllm_multi_node_goes_through_ray():
 def test_sglang_multi_node_uses_dist_init_flags():
     assert command("sglang", gpus=8, nodes=2) == (
         '"${KIT_SERVER_PYTHON:-python3}" -m sglang.launch_server --model-path /models/qwen'
-        " --served-model-name /models/qwen --host 0.0.0.0 --port 8000 --tp 16"
+        " --served-model-name /models/qwen --host 0.0.0.0 --port 8000 --tp-size 16"
         f" --nnodes 2 --node-rank ${{SLURM_PROCID:-0}} --dist-init-addr {HEAD_HOST}:20000"
     )
 

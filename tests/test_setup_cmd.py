@@ -13,6 +13,8 @@ import pytest
 import yaml
 from conftest import BIN, SERVICES, need
 
+KIT_SETUP_PYTHON = str(BIN / "python3")  # the interpreter `kit` runs on (its script's first line)
+
 
 def test_setup_from_flags_writes_a_config_that_runs(kit, tmp_path):
     d = tmp_path / "cc"
@@ -91,6 +93,7 @@ def test_setup_asks_at_a_terminal(tmp_path):
         "partition": "gpu",
         "cpu_partition": "cpu",
         "default_timeout": "02:00:00",
+        "python": KIT_SETUP_PYTHON,
     }
 
 
@@ -115,7 +118,29 @@ def test_setup_writes_the_slurm_keys_from_flags(kit, tmp_path):
         "cpu_partition": "cpu",
         "default_timeout": "04:00:00",
         "job_name_prefix": "team_",
+        "python": KIT_SETUP_PYTHON,
     }
+    assert f"kit's commands run {KIT_SETUP_PYTHON} where jobs run (key 'python')" in res.stdout, res.stdout
+
+
+def test_setup_names_the_python_of_kits_commands_on_slurm_only(kit, tmp_path):
+    """Slurm nodes run kit's commands with the config's `python` (default: the Python running kit setup), unless a
+    'kit' container brings its own; none runs them with kit's own Python, and Docker in the image."""
+    d = tmp_path / "cc"
+    base = [f"--config_dir={d}", f"--job_dir={tmp_path}"]
+    cases = {
+        "own": (["--executor=slurm", "--python=/opt/kit-venv/bin/python"], "/opt/kit-venv/bin/python"),
+        "left_out": (["--executor=slurm", "--python="], None),
+        "container": (["--executor=slurm", "--container=kit=nvcr.io/me/kit:1"], None),
+        "laptop": (["--executor=none"], None),
+    }
+    for name, (flags, want) in cases.items():
+        res = kit("setup", f"--cluster={name}", *base, *flags)
+        assert res.returncode == 0, res.stderr
+        assert yaml.safe_load((d / f"{name}.yaml").read_text()).get("python") == want, name
+    bad = kit("setup", "--cluster=bad", *base, "--executor=slurm", "--python=venv/bin/python")
+    assert bad.returncode == 2 and "key 'python' is 'venv/bin/python'; give the absolute path" in bad.stderr
+    assert not (d / "bad.yaml").exists()
 
 
 @contextmanager

@@ -50,6 +50,14 @@ def register(app: typer.Typer) -> None:
         ssh_port: Annotated[int, Opt("--ssh_port", help="SSH port.")] = 22,
         ssh_identity: Annotated[str | None, Opt("--ssh_identity", help="SSH private key.")] = None,
         ssh_job_dir: Annotated[str | None, Opt("--ssh_job_dir", help="Job folder on the cluster.")] = None,
+        python: Annotated[
+            str | None,
+            Opt(
+                "--python",
+                help="The Python kit's own commands run where jobs run (key 'python'); on slurm without a 'kit' "
+                "container the default is this one (the Python running kit setup); '' leaves the key out.",
+            ),
+        ] = None,
         force: Annotated[bool, Opt("--force", help="Overwrite an existing file.")] = False,
     ) -> None:
         import yaml
@@ -99,11 +107,12 @@ def register(app: typer.Typer) -> None:
             raw["mounts"] = list(mount)
         if env_var:
             raw["env_vars"] = list(env_var)
+        raw["python"] = python if python is not None else _default_python(raw["executor"], raw.get("containers", {}))
         if ssh_host:
             raw["ssh_tunnel"] = {"host": ssh_host, "user": ssh_user, "port": ssh_port, "job_dir": ssh_job_dir}
             if ssh_identity:
                 raw["ssh_tunnel"]["identity"] = ssh_identity
-        raw = {k: v for k, v in raw.items() if v is not None}
+        raw = {k: v for k, v in raw.items() if v is not None and not (k == "python" and v == "")}
         config = build_cluster_config(raw, str(path))  # every key is checked before anything is written
         if config.executor == "slurm":
             from pipeline_kit.launch.slurm_names import slurm_name_warnings
@@ -119,8 +128,15 @@ def register(app: typer.Typer) -> None:
         typer.echo(
             f"wrote {path.absolute()}"
             + (" (readable only by you: its env_vars hold values)" if private else "")
+            + (f"; kit's commands run {raw['python']} where jobs run (key 'python')" if "python" in raw else "")
             + f"; use it with --cluster={cluster}{found}"
         )
+
+
+def _default_python(executor: str, containers: dict[str, str]) -> str | None:
+    """On Slurm, kit's commands run the nodes' `python3` unless the config names one: default to the Python that
+    runs `kit setup` (a venv on a shared filesystem is seen by every node), unless a 'kit' container brings its own."""
+    return sys.executable if executor == "slurm" and "kit" not in containers else None
 
 
 def _minimal(raw: dict) -> dict:

@@ -44,6 +44,11 @@ class ClusterConfig:
     job_name_prefix: str = ""
     dependency_type: str = "afterany"
     max_array_size: int | None = None  # Slurm's MaxArraySize; None: asked from `scontrol show config`
+    # the interpreters where the job runs (a path on the nodes, or in the container): kit's own commands' (client,
+    # sandbox, trainer, recipe steps) and the model server's; unset: the executor's default (kit_python, python3).
+    # $KIT_CLIENT_PYTHON, $KIT_SERVER_PYTHON, ... still override them where the job runs.
+    python: str | None = None
+    server_python: str | None = None
 
     @property
     def name(self) -> str:
@@ -60,9 +65,19 @@ class ClusterConfig:
 
     @property
     def kit_python(self) -> str:
-        """The interpreter a job's kit-side commands default to: this one on none (the job runs here), else the
-        image's or node's `python3` (each command lets an env var override it)."""
+        """The interpreter a job's kit-side commands default to: the `python` key, else this one on none (the job
+        runs here), else the image's or node's `python3` (each command lets an env var override it)."""
+        if self.python:
+            return self.python
         return sys.executable if self.executor == "none" else "python3"
+
+    def python_fix(self, key: str, var: str, needs: str) -> str:
+        """How to point a component at an interpreter that works: the config key (which `kit setup` fills in for
+        kit's own commands), or the variable that overrides it where the job runs."""
+        return (
+            f"set key '{key}' in {self.source} to the bin/python of an env with {needs}, as seen where the job runs "
+            f"(every node, or the container), or export {var} there"
+        )
 
     def timeout_for(self, partition: str | None) -> str | None:
         """The time limit of a partition: its `timeouts` entry, else `default_timeout`."""
@@ -90,12 +105,19 @@ def expand_vars(text: str, where: str, key: str, env: dict[str, str] | None = No
     return _VAR.sub(sub, text)
 
 
-def build_cluster_config(raw: Any, source: str, env: dict[str, str] | None = None) -> ClusterConfig:
-    """Validate a raw YAML mapping and build the `ClusterConfig`; every problem is a one-line `UserError`."""
+def build_cluster_config(
+    raw: Any, source: str, env: dict[str, str] | None = None, inspect_only: bool = False
+) -> ClusterConfig:
+    """Validate a raw YAML mapping and build the `ClusterConfig`; every problem is a one-line `UserError`.
+    `inspect_only`: for looking at submitted runs (`kit status`, `kit logs`, `kit cancel`), which need where the
+    records are (job_dir, ssh_tunnel) but nothing that only jobs use: env_vars and required_env_vars need not be
+    exported (an unset one is left out), and mounts and interpreters are left out."""
     env = dict(os.environ) if env is None else env
     data = check_mapping(raw, CLUSTER_KEYS, source)
     executor = data["executor"]
     job_dir = _absolute_dir(expand_vars(data["job_dir"], source, "job_dir", env), source, "job_dir")
+    if inspect_only:
+        data = {k: v for k, v in data.items() if k not in _JOB_ONLY_KEYS}
     for name in data.get("required_env_vars", []):
         if name not in env:
             raise UserError(f"{source}: required_env_vars lists '{name}', which is not set; export {name}=... first.")
@@ -128,7 +150,7 @@ def build_cluster_config(raw: Any, source: str, env: dict[str, str] | None = Non
         job_dir=job_dir,
         containers=data.get("containers", {}),
         mounts=mounts,
-        env_vars=_resolve_env_vars(data.get("env_vars", []), source, env),
+        env_vars=_resolve_env_vars(data.get("env_vars", []), source, env, skip_unset=inspect_only),
         ssh_tunnel=ssh,
         account=data.get("account"),
         partition=data.get("partition"),
@@ -138,7 +160,27 @@ def build_cluster_config(raw: Any, source: str, env: dict[str, str] | None = Non
         job_name_prefix=data.get("job_name_prefix", ""),
         dependency_type=data.get("dependency_type", "afterany"),
         max_array_size=_positive(data.get("max_array_size"), source, "max_array_size"),
+        python=_interpreter(data, "python", source, env),
+        server_python=_interpreter(data, "server_python", source, env),
     )
+
+
+# what only a job uses: left out when a config is loaded to look at submitted runs (inspect_only)
+_JOB_ONLY_KEYS = ("required_env_vars", "mounts", "python", "server_python")
+_INTERPRETER = re.compile(r"^/[A-Za-z0-9_.+@/-]+$")  # a plain absolute path: it is written into shell commands
+
+
+def _interpreter(data: dict[str, Any], key: str, source: str, env: dict[str, str]) -> str | None:
+    """An interpreter key: an absolute path where the job runs (not checked here: it may exist only there)."""
+    if key not in data:
+        return None
+    path = os.path.expanduser(expand_vars(data[key], source, key, env))
+    if not _INTERPRETER.match(path):
+        raise UserError(
+            f"{source}: key '{key}' is '{path}'; give the absolute path of a python (e.g. /opt/venv/bin/python), "
+            "without spaces or shell characters."
+        )
+    return path
 
 
 def _positive(value: int | None, source: str, key: str) -> int | None:
@@ -170,13 +212,15 @@ def _check_mount(mount: str, source: str, executor: str) -> str:
     return mount
 
 
-def _resolve_env_vars(entries: list[str], source: str, env: dict[str, str]) -> dict[str, str]:
+def _resolve_env_vars(entries: list[str], source: str, env: dict[str, str], skip_unset: bool) -> dict[str, str]:
     out: dict[str, str] = {}
     for entry in entries:
         name, sep, value = entry.partition("=")
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
             raise UserError(f"{source}: env_vars entry '{entry}' is not NAME or NAME=value; fix it.")
         if not sep:
+            if name not in env and skip_unset:
+                continue
             if name not in env:
                 raise UserError(
                     f"{source}: env_vars takes '{name}' from the environment, but it is not set; export it."

@@ -63,7 +63,10 @@ def _not_found(cluster: str, dirs: list[Path]) -> str:
     )
 
 
-def load_cluster_config(cluster: str | None, config_dir: str | None = None) -> ClusterConfig:
+def load_cluster_config(
+    cluster: str | None, config_dir: str | None = None, inspect_only: bool = False
+) -> ClusterConfig:
+    """The config `--cluster` names; `inspect_only` (status, logs, cancel): see build_cluster_config."""
     import yaml
 
     path = find_cluster_config(cluster, config_dir)
@@ -75,4 +78,4 @@ def load_cluster_config(cluster: str | None, config_dir: str | None = None) -> C
         raise UserError(f"{path}:{line} is not valid YAML ({getattr(e, 'problem', e)}); fix the syntax.") from None
     if raw is None:
         raise UserError(f"{path}: the file is empty; it needs at least 'executor' and 'job_dir'.")
-    return build_cluster_config(raw, str(path))
+    return build_cluster_config(raw, str(path), inspect_only=inspect_only)

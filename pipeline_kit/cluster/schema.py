@@ -47,6 +47,8 @@ CLUSTER_KEYS = (
     Key("job_name_prefix", "str"),
     Key("dependency_type", "str", choices=DEPENDENCY_TYPES),
     Key("max_array_size", "int"),
+    Key("python", "str"),
+    Key("server_python", "str"),
 )
 
 _TYPE_WORDS = {

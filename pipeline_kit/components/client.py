@@ -6,14 +6,22 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
+from pipeline_kit.cluster import ClusterConfig
+from pipeline_kit.components.python_check import kit_python_check
 from pipeline_kit.components.sandbox import SANDBOX_NAME
 from pipeline_kit.components.sandbox import address as sandbox_address
 from pipeline_kit.components.server import SERVER_LOG, SERVER_NAME
 from pipeline_kit.overrides import override_value
-from pipeline_kit.pipeline.model import Endpoint
+from pipeline_kit.pipeline.model import Endpoint, PythonCheck
 from pipeline_kit.servers.base import ServerSpec, get_server_type
 
-CLIENT_PYTHON_VAR = "KIT_CLIENT_PYTHON"  # a cluster config may point it at an env that has kit's client deps
+CLIENT_PYTHON_VAR = "KIT_CLIENT_PYTHON"  # where the job runs, overrides the cluster config's `python`
+# what the generation client imports (pipeline-kit[generate]), checked where the job runs before anything starts
+CLIENT_MODULES = ("pipeline_kit", "yaml", "hydra", "litellm")
+
+
+def client_python_check(cluster: ClusterConfig) -> PythonCheck:
+    return kit_python_check(cluster, CLIENT_PYTHON_VAR, CLIENT_MODULES, "the client's Python", "pipeline-kit[generate]")
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pipeline_kit.cluster import ClusterConfig
+from pipeline_kit.components.python_check import kit_python_check
 from pipeline_kit.pipeline.model import AUTO_PORT, Command, CommandGroup, Endpoint, HardwareConfig
 
 SANDBOX_NAME = "sandbox"
@@ -39,7 +40,12 @@ class SandboxSpec:
             cluster.container(self.container)  # fails with the known keys when it is missing
         container = self.container or (SANDBOX_NAME if SANDBOX_NAME in cluster.containers else None)
         host = "127.0.0.1" if cluster.executor == "none" else "0.0.0.0"  # elsewhere clients are on other nodes
-        return sandbox_command(cluster.kit_python, host, self.port if port is None else port, self.args, container)
+        command = sandbox_command(cluster.kit_python, host, self.port if port is None else port, self.args, container)
+        modules = ("pipeline_kit",)  # the sandbox server is stdlib only
+        command.python_check = kit_python_check(
+            cluster, SANDBOX_PYTHON_VAR, modules, "the sandbox's Python", "pipeline-kit"
+        )
+        return command
 
     def group(self, cluster: ClusterConfig, port: int | str | None = None) -> CommandGroup:
         """Its own CommandGroup: on Slurm a het component in the CPU partition."""

@@ -11,7 +11,7 @@ from importlib.util import find_spec
 
 from pipeline_kit.cluster import ClusterConfig
 from pipeline_kit.errors import UserError
-from pipeline_kit.pipeline.model import AUTO_PORT, Command, CommandGroup, HardwareConfig
+from pipeline_kit.pipeline.model import AUTO_PORT, Command, CommandGroup, HardwareConfig, PythonCheck
 from pipeline_kit.servers.base import SERVER_PYTHON_VAR, ServerSpec, ServerType, get_server_type
 
 SERVER_NAME = "server"
@@ -28,9 +28,11 @@ def server_container(spec: ServerSpec, cluster: ClusterConfig, explicit: str | N
 
 
 def server_python(server_type: ServerType, cluster: ClusterConfig, container: str | None) -> str:
-    """The interpreter a server command runs where $KIT_SERVER_PYTHON is unset. In a container or on a cluster node:
-    its `python3`. On none (the job runs here, outside any container): kit's own Python when it can import the
+    """The interpreter a server command runs where $KIT_SERVER_PYTHON is unset: the cluster config's `server_python`.
+    Without one, in a container or on a cluster node: its `python3`. On none (the job runs here, outside any container): kit's own Python when it can import the
     server's modules, else `python3` from PATH when that can; neither is an error naming the variable that fixes it."""
+    if cluster.server_python and server_type.modules:
+        return cluster.server_python
     if container is not None or cluster.executor != "none" or not server_type.modules:
         return "python3"
     if SERVER_PYTHON_VAR in {**os.environ, **cluster.env_vars}:
@@ -49,8 +51,21 @@ def server_python(server_type: ServerType, cluster: ClusterConfig, container: st
     )
     raise UserError(
         f"--server_type={server_type.name} needs {', '.join(missing)} in the server's Python, and {lacking}; install "
-        f"{them} ({server_type.install}), or export {SERVER_PYTHON_VAR}=/path/to/bin/python of an env that has {them} "
-        f"(or add it to env_vars in {cluster.source})."
+        f"{them} ({server_type.install}), or point kit at an env that has {them}: key 'server_python' in "
+        f"{cluster.source}, or export {SERVER_PYTHON_VAR}=/path/to/bin/python."
+    )
+
+
+def server_python_check(server_type: ServerType, cluster: ClusterConfig, python: str) -> PythonCheck | None:
+    """Where the job runs, before anything starts: the server's interpreter exists and finds its modules."""
+    if not server_type.modules:  # not a Python module (trtllm-serve)
+        return None
+    needs = f"{', '.join(server_type.modules)} ({server_type.install})" if server_type.install else "its modules"
+    return PythonCheck(
+        f'"${{{SERVER_PYTHON_VAR}:-{python}}}"',
+        server_type.modules,
+        f"the {server_type.name} server's Python",
+        cluster.python_fix("server_python", SERVER_PYTHON_VAR, needs),
     )
 
 
@@ -67,8 +82,9 @@ def server_group(
     spec: ServerSpec, cluster: ClusterConfig, container: str | None, port: int | str = AUTO_PORT
 ) -> CommandGroup:
     server_type = get_server_type(spec.server_type)
+    python = server_python(server_type, cluster, container)
     command = Command(
-        server_type.command(spec, python=server_python(server_type, cluster, container)),
+        server_type.command(spec, python=python),
         name=SERVER_NAME,
         container=container,
         num_gpus=spec.gpus,
@@ -76,5 +92,6 @@ def server_group(
         num_tasks=1,  # one launcher per node; multi-node types spread the model themselves (Ray, dist-init)
         port=port,
         service=True,
+        python_check=server_python_check(server_type, cluster, python),
     )
     return CommandGroup([command], hardware=HardwareConfig(), name=SERVER_NAME)

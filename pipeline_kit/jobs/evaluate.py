@@ -12,6 +12,7 @@ from pathlib import Path
 from pipeline_kit.benchmarks import get_benchmark
 from pipeline_kit.cluster import ClusterConfig
 from pipeline_kit.components.client import CLIENT_PYTHON_VAR, ClientCommand
+from pipeline_kit.components.python_check import kit_python_check
 from pipeline_kit.components.sandbox import SandboxSpec
 from pipeline_kit.errors import UserError, did_you_mean
 from pipeline_kit.evaluation.judge import judge_folder
@@ -35,6 +36,7 @@ from pipeline_kit.servers.base import ServerSpec
 RESULTS = "eval-results"  # <output_dir>/eval-results/<benchmark>/output-rs{seed}.jsonl
 # run by the generation script once a final file is complete ($KIT_PYTHON: the script's own interpreter)
 GRADE_COMMAND = '"$KIT_PYTHON" -m pipeline_kit.grading.grade "$KIT_OUTPUT_FILE"'
+SUMMARIZE_MODULES = ("pipeline_kit", "yaml", "typer")  # `kit summarize` in the job: kit's CLI
 _SPEC_ITEM = re.compile(r"^([A-Za-z0-9_.-]+)(?::(\d+))?$")
 
 
@@ -278,7 +280,8 @@ def _summarize_jobs(
     results = spec.output_dir.rstrip("/")  # summarize finds <results>/eval-results/<bench>/ and writes metrics.json
     python = f'"${{{CLIENT_PYTHON_VAR}:-{cluster.kit_python}}}"'
     line = f"{python} -m pipeline_kit.cli.main summarize {shlex.quote(results)}"
-    command = Command(line, name="summarize", container=client_container(cluster, first))
+    check = kit_python_check(cluster, CLIENT_PYTHON_VAR, SUMMARIZE_MODULES, "the summary's Python", "pipeline-kit")
+    command = Command(line, name="summarize", container=client_container(cluster, first), python_check=check)
     summarize_options = replace(options, expname=f"{options.expname}-summarize", after=generation, dependent_jobs=0)
     fields = {
         "inputs": [job_output for job in generation for job_output in job.outputs],

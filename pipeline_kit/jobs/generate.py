@@ -9,7 +9,7 @@ import shlex
 from dataclasses import dataclass, replace
 
 from pipeline_kit.cluster import ClusterConfig
-from pipeline_kit.components.client import ClientCommand
+from pipeline_kit.components.client import ClientCommand, client_python_check
 from pipeline_kit.components.sandbox import SANDBOX_NAME, SandboxSpec
 from pipeline_kit.components.server import SERVER_NAME, server_container, server_group
 from pipeline_kit.errors import UserError
@@ -306,6 +306,7 @@ def generation_groups(cluster: ClusterConfig, spec: GenerateSpec, client: object
     the units) cannot be heterogeneous on Slurm, so each element runs everything side by side in one group."""
 
     client_key = client_container(cluster, spec)
+    check = client_python_check(cluster)
     sandboxed = spec.sandbox.group(cluster) if spec.sandbox else None
     refs = {SANDBOX_NAME: sandboxed.commands[0]} if sandboxed else {}
     if array and sandboxed and sandboxed.container != client_key:
@@ -314,7 +315,7 @@ def generation_groups(cluster: ClusterConfig, spec: GenerateSpec, client: object
             f"vs {client_key}); pass --num_jobs=1 or the same --container and --sandbox_container."
         )
     if not spec.server.starts_server:
-        client_cmd = Command(client, name="client", container=client_key, refs=refs)
+        client_cmd = Command(client, name="client", container=client_key, refs=refs, python_check=check)
         if array and sandboxed:
             return [CommandGroup([*sandboxed.commands, client_cmd], name="generate", needs_namespaces=True)]
         return [CommandGroup([client_cmd], name="client"), *([sandboxed] if sandboxed else [])]
@@ -322,7 +323,7 @@ def generation_groups(cluster: ClusterConfig, spec: GenerateSpec, client: object
         spec.server, cluster, server_container(spec.server, cluster, spec.server_container), spec.server_port
     )
     refs[SERVER_NAME] = served.commands[0]
-    client_cmd = Command(client, name="client", container=client_key, refs=refs)
+    client_cmd = Command(client, name="client", container=client_key, refs=refs, python_check=check)
     if array:
         if spec.server.nodes > 1:
             raise UserError(

@@ -59,9 +59,10 @@ class Experiment:
         cls, expname: str, cluster: ClusterConfig | str | None = None, config_dir: str | None = None
     ) -> Experiment:
         """The newest submission of `expname` on `cluster` (a ClusterConfig, or a config name or YAML path looked up
-        as `--cluster` is, with `config_dir` first; None: the `none` cluster)."""
+        as `--cluster` is, with `config_dir` first; None: the `none` cluster). A config loaded here needs none of
+        its env_vars exported: looking at a run does not start a job."""
         if not isinstance(cluster, ClusterConfig):
-            cluster = load_cluster_config(cluster, config_dir)
+            cluster = load_cluster_config(cluster, config_dir, inspect_only=True)
         record = records.load_latest(cluster, expname)
         return cls(expname, record.run_id, cluster, record, {j.name: j.state for j in record.jobs if j.state})
 

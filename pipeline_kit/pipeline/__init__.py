@@ -10,6 +10,7 @@ from pipeline_kit.pipeline.model import (
     Endpoint,
     HardwareConfig,
     Job,
+    PythonCheck,
 )
 from pipeline_kit.pipeline.pipeline import Pipeline
 
@@ -21,4 +22,5 @@ __all__ = [
     "HardwareConfig",
     "Job",
     "Pipeline",
+    "PythonCheck",
 ]

@@ -30,11 +30,25 @@ class Endpoint:
 CommandBuilder = Callable[[dict[str, Endpoint]], str]
 
 
+@dataclass(frozen=True)
+class PythonCheck:
+    """The interpreter a command runs, checked where the job runs before any of its commands starts: it must exist
+    and find every module of `modules`; otherwise the job ends with exit code 2 and one line, "<what> <the
+    interpreter> does not exist | cannot import <modules>; <fix>" (in its kit.log, which `kit logs` shows).
+    `python` is the interpreter as a shell word, e.g. `"${KIT_CLIENT_PYTHON:-/opt/venv/bin/python}"`."""
+
+    python: str
+    modules: tuple[str, ...]
+    what: str  # e.g. "the client's Python"
+    fix: str  # e.g. "set key 'python' in /home/me/.kit/cluster_configs/slurm.yaml to ..."
+
+
 @dataclass(eq=False)
 class Command:
     """One shell command. `command` is a string, or a function that builds it from the resolved `refs`.
     A `service` (a server) runs until the other commands of its job end, then it is stopped. `mpi`: on Slurm, the
-    MPI plugin its srun starts tasks with (`--mpi=pmix`); other executors start a single task and ignore it."""
+    MPI plugin its srun starts tasks with (`--mpi=pmix`); other executors start a single task and ignore it.
+    `python_check`: its interpreter, checked when the job starts (PythonCheck)."""
 
     command: str | CommandBuilder
     name: str = "main"
@@ -47,6 +61,7 @@ class Command:
     refs: dict[str, Command] = field(default_factory=dict)
     service: bool = False
     mpi: str | None = None
+    python_check: PythonCheck | None = None
 
     def __post_init__(self) -> None:
         check_name(self.name, "command")

@@ -97,7 +97,15 @@ kit_reap() {  # give the stopped commands KIT_STOP_GRACE seconds [30] to end (a 
   done
   for p in "${kit_pids[@]}"; do kill -KILL -- "-$p" 2>/dev/null; done
 }
-trap 'kit_cancel 143' TERM; trap 'kit_cancel 130' INT"""
+trap 'kit_cancel 143' TERM; trap 'kit_cancel 130' INT
+kit_need_python() {  # PYTHON WHAT FIX MODULE...: end the job (exit 2) unless PYTHON exists and finds every MODULE
+  local py=$1 what=$2 fix=$3 missing; shift 3
+  if ! command -v "$py" >/dev/null 2>&1; then missing="does not exist"
+  elif ! missing=$("$py" -c 'import sys, importlib.util as u; print(*(m for m in sys.argv[1:] if u.find_spec(m) is None))' "$@" 2>/dev/null); then missing="does not run"
+  elif [ -n "$missing" ]; then missing="cannot import $missing"
+  else return 0; fi
+  kit_note "kit: job '$KIT_JOB' cannot start: $what $py $missing; $fix"; kit_record 2; exit 2
+}"""
 PRELUDE += "\n" + SHELL_FUNCTION
 
 
@@ -230,6 +238,17 @@ def _unit_runner(job: Job, starts: list[str], guard: list[str] = ()) -> list[str
     return lines
 
 
+def _python_checks(commands: list[Command]) -> list[str]:
+    """The interpreters of `commands` that carry a PythonCheck, each checked once, before anything starts."""
+    lines = []
+    for command in commands:
+        check = command.python_check
+        if check is not None:
+            words = [check.python, shlex.quote(check.what), shlex.quote(check.fix), *map(shlex.quote, check.modules)]
+            lines.append(f"kit_need_python {' '.join(words)}")
+    return list(dict.fromkeys(lines))
+
+
 def _input_checks(job: Job, writers: dict[str, str]) -> list[str]:
     """Every input must exist when the job starts; one that an earlier job should have written names that job."""
     lines = []
@@ -251,6 +270,7 @@ def slurm_group_script(
     """The script srun runs for one group of a Slurm job; an array element takes its unit from SLURM_ARRAY_TASK_ID
     (plus `unit_offset` when the job's units were split over several arrays)."""
     lines = _header(job, ctx)
+    lines += _python_checks(job.groups[group_index].commands)
     if any(not c.service for c in job.groups[group_index].commands):  # services (a server) do not read inputs
         lines += _input_checks(job, input_writers or {})
     lines += _unit_runner(job, _start_lines(job, [group_index], ctx, ports))
@@ -325,6 +345,7 @@ def local_job_script(
     if ctx.executor == "none":  # `kit cancel` signals this script, whose trap stops what it started
         lines.append(f'echo $$ > "$KIT_LOG_DIR/{job.name}.pid"')
     lines += _dependency_guard(job, list(after_rc_files), dependency_type)
+    lines += _python_checks(job.commands)
     lines += _input_checks(job, input_writers or {})
     guard = _corresponding_unit_guard(list(after_rc_files)) if dependency_type == "aftercorr" else []
     lines += _unit_runner(job, _start_lines(job, list(range(len(job.groups))), ctx, ports), guard)

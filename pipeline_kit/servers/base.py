@@ -31,7 +31,8 @@ class ServerSpec:
 
     @property
     def name(self) -> str:
-        return self.served_model_name or self.model
+        """The model name the server answers to, which the client asks for (the server type decides it)."""
+        return get_server_type(self.server_type).served_name(self)
 
     @property
     def starts_server(self) -> bool:
@@ -70,12 +71,18 @@ class ServerType:
         """The command line; `python` is the shell expression of the interpreter (see `server_python`)."""
         raise NotImplementedError
 
+    def served_name(self, spec: ServerSpec) -> str:
+        """The model name the launched server serves (and the client asks for): --served_model_name, else the model.
+        A type whose server cannot take another name refuses --served_model_name here."""
+        return spec.served_model_name or spec.model
+
     def command(self, spec: ServerSpec, port: str = "$KIT_PORT", python: str = "python3") -> str:
         """The server's command line; it runs `$KIT_SERVER_PYTHON` where that is set, else `python`."""
         if not self.runs_locally:
             raise UserError(f"server type '{self.name}' is an external endpoint; there is nothing to start.")
         if spec.nodes > 1 and not self.multi_node:
             raise UserError(f"--server_nodes={spec.nodes}: server type '{self.name}' runs on one node only.")
+        self.served_name(spec)  # a name the type cannot serve is refused before anything starts
         return self.launch(spec, port, f'"${{{SERVER_PYTHON_VAR}:-{python}}}"')
 
     def base_url(self, spec: ServerSpec, host: str, port: int) -> str:

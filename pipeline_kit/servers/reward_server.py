@@ -98,14 +98,18 @@ def make_handler(model: RewardModel, name: str):
     return Handler
 
 
-def main(argv: list[str] | None = None) -> None:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m pipeline_kit.servers.reward_server", description=__doc__)
     parser.add_argument("model", help="the reward model's folder")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--served-model-name", default=None, help="[default: the model path]")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
     model = RewardModel(args.model, args.device)
     server = ThreadingHTTPServer((args.host, args.port), make_handler(model, args.served_model_name or args.model))
     print(f"reward server: {args.model} on {args.device}, http://{args.host}:{args.port}/pooling", file=sys.stderr)

@@ -15,7 +15,7 @@ class SglangServer(ServerType):
         cmd = (
             f"{python} -m sglang.launch_server --model-path {shlex.quote(spec.model)}"
             f" --served-model-name {shlex.quote(spec.name)} --host 0.0.0.0 --port {port}"
-            f" --tp {max(spec.gpus, 1) * spec.nodes}"
+            f" --tp-size {max(spec.gpus, 1) * spec.nodes}"
         )
         if spec.nodes > 1:
             cmd += f" --nnodes {spec.nodes} --node-rank ${{SLURM_PROCID:-0}} --dist-init-addr {HEAD_HOST}:{DIST_PORT}"

@@ -15,20 +15,29 @@ from pipeline_kit.servers.reward_server import REWARD_ARCHITECTURE
 
 class TransformersServer(ServerType):
     def launch(self, spec: ServerSpec, port: str, python: str) -> str:
-        if spec.served_model_name and spec.served_model_name != spec.model:
-            raise UserError("--server_type=transformers serves the model under its path; drop --served_model_name.")
         device = "cuda" if spec.gpus else "cpu"
         model = shlex.quote(spec.model)
-        where = f"{model} --device {device} --host 0.0.0.0 --port {port}{extra_args(spec)}"
+        where = f"{model} --device {device} --host 0.0.0.0 --port {port}"
         serve = (
             'export HF_HUB_CACHE="${HF_HUB_CACHE:-$KIT_LOG_DIR/hf-cache}" && mkdir -p "$HF_HUB_CACHE" && '
-            f"{python} -m pipeline_kit.servers.transformers_serve {where}"
+            f"{python} -m pipeline_kit.servers.transformers_serve {where}{extra_args(spec)}"
         )
         config = shlex.quote(f"{spec.model.rstrip('/')}/config.json")
+        # --server_args are `transformers serve`'s options; the reward server has none of them
         return (
             f"if grep -qs {REWARD_ARCHITECTURE} {config}; then {python} -m pipeline_kit.servers.reward_server "
             f"{where}; else {serve}; fi"
         )
+
+    def served_name(self, spec: ServerSpec) -> str:
+        """Its path: `transformers serve` answers only requests for that exact path, and kit's reward server (which
+        could take another name) is chosen only where the job runs, so both serve the path."""
+        if spec.served_model_name and spec.served_model_name != spec.model:
+            raise UserError(
+                f"--server_type=transformers serves the model under its path ({spec.model}); "
+                f"drop --served_model_name={spec.served_model_name}."
+            )
+        return spec.model
 
 
 TRANSFORMERS = TransformersServer(
