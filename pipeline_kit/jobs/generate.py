@@ -18,6 +18,7 @@ from pipeline_kit.inference.config import GenerateConfig, check_generate_overrid
 from pipeline_kit.inference.registry import task_class
 from pipeline_kit.inference.tasks import config_value
 from pipeline_kit.inference.units import Unit, plan_units, split_units
+from pipeline_kit.jobs.input_checks import check_generation_inputs
 from pipeline_kit.jobs.options import JobOptions, JobPlan, chain
 from pipeline_kit.jobs.packing_plan import check_packing_limits, packing_plan, parse_num_jobs
 from pipeline_kit.overrides import override_key, override_value, take_override
@@ -102,6 +103,10 @@ def plan_generation(cluster: ClusterConfig, spec: GenerateSpec, input_final: boo
     typed = any(override_key(a) == "generation_type" for a in spec.overrides)
     if spec.input_dir is not None or typed:
         _script_config(spec, own)  # checked whole: ++generation_type goes with its input (++input_dir for GenSelect)
+    if input_final:  # else an earlier stage writes the input: the job checks it when it starts
+        check_generation_inputs(
+            cluster, _task(spec), spec.input_file, spec.output_dir, input_path, output_dir, spec.overrides
+        )
     if spec.input_dir is None and not typed and input_final and os.path.isfile(input_path):
         _check_output_key(spec, input_path)
     if spec.input_dir is not None and input_final and cluster.executor == "none":

@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 
 from pipeline_kit.cluster import ClusterConfig
 from pipeline_kit.errors import UserError
+from pipeline_kit.jobs.input_checks import check_training_output
 from pipeline_kit.jobs.options import JobOptions, JobPlan, chain
 from pipeline_kit.overrides import override_key, override_text
 from pipeline_kit.pipeline.model import AUTO_PORT, Command, CommandGroup, Endpoint, HardwareConfig, Job
@@ -112,6 +113,7 @@ def train_jobs(cluster: ClusterConfig, spec: TrainSpec, options: JobOptions) -> 
     placeholder = ["++vllm_server=http://resolved-in-the-job:8000"] if spec.vllm_gpus else []
     cfg = parse_train_overrides([*own, *placeholder, *spec.overrides])  # rules between values (batch vs generations)
     _check_visible_inputs(cluster, cfg, options)
+    check_training_output(cluster, cfg)
     backend = spec.backend_impl
     if cluster.executor != "none" and backend.needs_container and not spec.container:
         example = f" (e.g. {backend.container_example})" if backend.container_example else ""

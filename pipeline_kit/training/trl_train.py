@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import sys
 import time
-from dataclasses import asdict
 from pathlib import Path
 
 from pipeline_kit.errors import UserError
@@ -22,6 +21,7 @@ from pipeline_kit.training.checkpoints import (
     newest_step,
     publish_final,
     resume_point,
+    run_settings,
     say,
     training_done,
 )
@@ -166,7 +166,7 @@ def run(cfg: TrainConfig) -> None:
     Path(cfg.output_dir).mkdir(parents=True, exist_ok=True)
     rank0 = int(os.environ.get("RANK", "0")) == 0
     if rank0:
-        check_settings(cfg.output_dir, {**asdict(cfg), "training_data_bytes": Path(cfg.training_data).stat().st_size})
+        check_settings(cfg.output_dir, run_settings(cfg))
     request = SaveRequest()
     request.install()
     os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")  # a job's log is no terminal
