@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 from pipeline_kit.errors import UserError
+from pipeline_kit.inference.input_check import check_output_dir
 from pipeline_kit.training.averaging import HALF, model_dtype
 from pipeline_kit.training.checkpoints import (
     FINAL,
@@ -161,6 +162,7 @@ def run(cfg: TrainConfig) -> None:
     if (Path(cfg.output_dir) / FINAL / "config.json").is_file():
         say(f"training on from step {newest_step(cfg.output_dir)} to ++max_steps={cfg.max_steps}")
     check_model_dir(cfg.model)
+    check_output_dir(cfg.output_dir, flag="++output_dir")  # as at submission, where kit sees it
     records = read_training_records(cfg.training_data, cfg.algorithm)
     rows = conversations(cfg, records)  # every record's prompt is built (and checked) before torch loads
     Path(cfg.output_dir).mkdir(parents=True, exist_ok=True)
