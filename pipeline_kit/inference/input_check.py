@@ -8,6 +8,7 @@ from __future__ import annotations
 import getpass
 import json
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from pipeline_kit.inference.prompts import load_prompt_config
 from pipeline_kit.inference.registry import task_class
 from pipeline_kit.inference.tasks import config_value
 from pipeline_kit.jsonl import numbered_records
+from pipeline_kit.overrides import parse_overrides
 
 MAX_VERDICTS = 2_000  # inputs whose verdict is kept; beyond it the oldest go
 CACHED_FROM_BYTES = 1 << 20  # a smaller input is read each time (milliseconds), without touching the caches
@@ -132,3 +134,23 @@ def check_output_dir(path: str, shown: str | None = None, flag: str = "--output_
             f"{flag}={shown}: {what} cannot be written by user {getpass.getuser()}; fix "
             f"its permissions or give another {flag}."
         )
+
+
+# the generation script's server keys are required; this check needs no server
+_NO_SERVER = ("++server.base_url=http://not-used-by-the-check/v1", "++server.model=not-used-by-the-check")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m pipeline_kit.inference.input_check ++key=value ...` (the generation script's overrides): what a
+    job runs before its server starts where kit could not check its paths at submission (a cluster over SSH)."""
+    try:
+        args = list(sys.argv[1:] if argv is None else argv)
+        check_generation(parse_overrides([*_NO_SERVER, *args], GenerateConfig, "generation"))
+    except UserError as e:
+        print(f"kit generate: error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

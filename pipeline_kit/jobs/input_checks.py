@@ -6,8 +6,10 @@ it cannot (a cluster reached over SSH), the job runs the same check before its s
 from __future__ import annotations
 
 import os
+import shlex
 
 from pipeline_kit.cluster import ClusterConfig
+from pipeline_kit.components.client import CLIENT_PYTHON_VAR
 from pipeline_kit.inference.config import GenerateConfig
 from pipeline_kit.inference.input_check import check_input_file, check_output_dir
 from pipeline_kit.inference.prompts import load_prompt_config
@@ -40,16 +42,28 @@ def check_generation_inputs(
     cluster: ClusterConfig, task: type, spec_input: str, spec_output: str, input_path: str, output_dir: str, overrides
 ) -> None:
     """A generation's input file (every line, against the fields of its prompt config; none is an error unless
-    ++allow_empty_input) and its output folder, named as the user wrote them (`spec_*`)."""
+    ++allow_empty_input) and its output folder, named as the user wrote them (`spec_*`). Returns whether both were
+    checked here (else the job checks them before its server starts: `job_check`)."""
+    checked = task.input_key != "input_file"  # GenSelect's folder of runs: its own checks
     if task.input_key == "input_file" and os.path.isfile(input_path) and sees(cluster, input_path):
+        checked = True
         fields, name = set(), None
         if task.prompt_key is not None:
             name = flag_value(overrides, task.prompt_key, str(config_value(GenerateConfig(), task.prompt_key)))
             fields = load_prompt_config(name).fields()
         allow_empty = flag_value(overrides, "allow_empty_input", "false").lower() == "true"
         check_input_file(input_path, fields, name, allow_empty, shown=spec_input)
-    if sees_output(cluster, output_dir):
-        check_output_dir(output_dir, shown=spec_output)
+    if not sees_output(cluster, output_dir):
+        return False
+    check_output_dir(output_dir, shown=spec_output)
+    return checked
+
+
+def job_check(python: str, overrides: tuple[str, ...]) -> str:
+    """The shell command of a job that checks a generation's input and output folder before its server starts,
+    with the generation script's own overrides (Job.checks)."""
+    args = " ".join(shlex.quote(a) for a in overrides)
+    return f'"${{{CLIENT_PYTHON_VAR}:-{python}}}" -m pipeline_kit.inference.input_check {args}'
 
 
 def check_training_output(cluster: ClusterConfig, cfg) -> None:
