@@ -127,9 +127,9 @@ def test_over_ssh_the_job_checks_the_input_before_its_server_starts(kit, configs
     args = ["--cluster=viassh", f"--config_dir={d}"]
     res = kit("generate", *args, "--expname=unseen", f"--input_file={inp}", f"--output_dir={tmp_path / 'out'}",
               "--server_type=vllm", "--model=/models/none", "--server_gpus=1", "--wait")  # fmt: skip
-    assert "submitted" in res.stdout or res.returncode != 2, res.stdout + res.stderr  # not refused at submission
-    status = kit("status", *args, "unseen", "--verbose")
-    assert "FAILED" in status.stdout, status.stdout + status.stderr
+    assert res.returncode == 1 and "slurm job" in res.stdout, res.stdout + res.stderr  # submitted, then failed
+    assert "unseen FAILED" in kit("status", *args, "unseen").stdout
     logs = kit("logs", *args, "unseen").stdout
-    assert f"{inp}: the input file has no records" in logs, logs
-    assert "server.log" not in logs and "client.log" not in logs, logs  # nothing started
+    assert f"kit generate: error: {inp}: the input file has no records" in logs, logs
+    written = sorted(p.name for p in (tmp_path / "remote" / "logs" / "unseen").rglob("*.log"))
+    assert "kit.log" in written and not {"server.log", "client.log"} & set(written), written  # nothing started
