@@ -133,3 +133,32 @@ def test_over_ssh_the_job_checks_the_input_before_its_server_starts(kit, configs
     assert f"kit generate: error: {inp}: the input file has no records" in logs, logs
     written = sorted(p.name for p in (tmp_path / "remote" / "logs" / "unseen").rglob("*.log"))
     assert "kit.log" in written and not {"server.log", "client.log"} & set(written), written  # nothing started
+
+
+def test_the_training_jobs_check_command_says_what_the_trainer_would(tmp_path):
+    """`python -m pipeline_kit.training.precheck` (a TRL job's check where kit could not see its paths): the settings
+    of the checkpoints already in the output folder, and the training records; it writes nothing."""
+    from conftest import additions
+
+    from pipeline_kit.training.checkpoints import run_settings
+    from pipeline_kit.training.config import parse_train_overrides
+
+    data, model, out = additions(tmp_path / "sft.jsonl", 8, 0), tmp_path / "model", tmp_path / "out"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    own = ["++algorithm=sft", "++backend=trl", f"++model={model}", f"++training_data={data}", f"++output_dir={out}"]
+
+    def precheck(*more: str) -> subprocess.CompletedProcess:
+        argv = [sys.executable, "-m", "pipeline_kit.training.precheck", *own, *more]
+        return subprocess.run(argv, capture_output=True, text=True)
+
+    assert precheck().returncode == 0 and not out.exists()
+    out.mkdir()
+    (out / "kit-train.json").write_text(json.dumps(run_settings(parse_train_overrides(own))))
+    assert precheck().returncode == 0
+    res = precheck("++learning_rate=1e-4")
+    assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
+    assert f"kit train: error: {out} holds a run with other settings (learning_rate: 1e-05 → 0.0001)" in res.stderr
+    data.write_text('{"problem": "1+1"}\n')
+    res = precheck()
+    assert res.returncode == 2 and "sft.jsonl:1: the record has no 'generation' string" in res.stderr, res.stderr

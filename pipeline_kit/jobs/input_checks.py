@@ -16,6 +16,7 @@ from pipeline_kit.inference.prompts import load_prompt_config
 from pipeline_kit.inference.tasks import config_value
 from pipeline_kit.overrides import take_override
 from pipeline_kit.training.checkpoints import SETTINGS, check_settings, run_settings
+from pipeline_kit.training.trl_backend import TRAIN_PYTHON_VAR
 
 
 def sees(cluster: ClusterConfig, path: str) -> bool:
@@ -66,13 +67,22 @@ def job_check(python: str, overrides: tuple[str, ...]) -> str:
     return f'"${{{CLIENT_PYTHON_VAR}:-{python}}}" -m pipeline_kit.inference.input_check {args}'
 
 
-def check_training_output(cluster: ClusterConfig, cfg) -> None:
+def check_training_output(cluster: ClusterConfig, cfg) -> bool:
     """A TRL run's output folder: writable, and when it holds an earlier run's checkpoints, the same settings (the
-    trainer refuses others when it starts; this says it before the job waits in the queue)."""
+    trainer refuses others when it starts; this says it before the job waits in the queue). Returns whether the
+    folder and the training data were checked here (else the job checks them first: `training_check`)."""
     output = cfg.output_dir
+    seen = sees_output(cluster, output) and sees(cluster, cfg.training_data) and sees(cluster, cfg.model)
     if sees_output(cluster, output):
         check_output_dir(output)
     settings = os.path.join(output, SETTINGS)
     if cfg.backend == "trl" and sees(cluster, settings) and os.path.isfile(settings):
         if os.path.isfile(cfg.training_data):
             check_settings(output, run_settings(cfg), write=False)
+    return seen
+
+
+def training_check(python: str, overrides: tuple[str, ...]) -> str:
+    """The shell command of a TRL training job that checks its inputs before the trainer starts (Job.checks)."""
+    args = " ".join(shlex.quote(a) for a in overrides)
+    return f'"${{{TRAIN_PYTHON_VAR}:-{python}}}" -m pipeline_kit.training.precheck {args}'

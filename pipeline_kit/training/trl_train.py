@@ -162,7 +162,7 @@ def run(cfg: TrainConfig) -> None:
     if (Path(cfg.output_dir) / FINAL / "config.json").is_file():
         say(f"training on from step {newest_step(cfg.output_dir)} to ++max_steps={cfg.max_steps}")
     check_model_dir(cfg.model)
-    check_output_dir(cfg.output_dir, flag="++output_dir")  # as at submission, where kit sees it
+    check_output_dir(cfg.output_dir, flag="++output_dir")  # as at submission, where kit sees it (precheck.py)
     records = read_training_records(cfg.training_data, cfg.algorithm)
     rows = conversations(cfg, records)  # every record's prompt is built (and checked) before torch loads
     Path(cfg.output_dir).mkdir(parents=True, exist_ok=True)
