@@ -311,3 +311,22 @@ def test_sft_into_a_folder_trained_with_other_settings_is_refused(kit, configs, 
     assert f"{out} holds a run with other settings (learning_rate: 1e-05 → 0.0001)" in line
     assert not configs.job_dir.exists()
     assert kit(*args, "--dry_run").returncode == 0  # the same settings: a resume
+
+
+def test_docker_checks_an_input_it_sees_through_a_mount(kit, configs, tmp_path):
+    """On Docker the job's /data/in.jsonl is this machine's <host>/in.jsonl through the config's mount: checked at
+    submission, named as the job sees it."""
+    host = tmp_path / "host-data"
+    host.mkdir()
+    (host / "in.jsonl").write_text('{"problem": "a"}\n{"problem": \n')
+    d = configs(
+        "dock",
+        f"executor: local\njob_dir: JOB_DIR\nmounts: ['{host}:/data']\ncontainers:\n  kit: kit-test-base:latest\n",
+    )
+    res = kit("generate", "--cluster=dock", f"--config_dir={d}", "--input_file=/data/in.jsonl", "--output_dir=/data/out",
+              "--server_type=openai", "--server_address=http://127.0.0.1:9/v1", "--model=m", "--dry_run")  # fmt: skip
+    assert (
+        one_error_line(res)
+        == "kit: error: /data/in.jsonl:2: not valid JSON (Expecting value); fix or remove that line."
+    )
+    assert not configs.job_dir.exists()

@@ -25,6 +25,22 @@ def sees(cluster: ClusterConfig, path: str) -> bool:
     return cluster.executor == "none" or (cluster.ssh_tunnel is None and os.path.exists(path))
 
 
+def here(cluster: ClusterConfig, path: str) -> str | None:
+    """Where this machine sees a job's file: the path itself where `sees` says so, else on Docker the host side of
+    the cluster config's mount that holds it (the job sees /data/in.jsonl of a mount /home/me/data:/data as
+    /home/me/data/in.jsonl here); None where kit cannot see it."""
+    if sees(cluster, path):
+        return path
+    if cluster.executor != "local":
+        return None
+    for mount in cluster.mounts:
+        source, target = mount.split(":")[:2]
+        inside = os.path.relpath(os.path.normpath(path), os.path.normpath(target))
+        if inside != ".." and not inside.startswith("../") and os.path.exists(os.path.join(source, inside)):
+            return os.path.normpath(os.path.join(source, inside))
+    return None
+
+
 def sees_output(cluster: ClusterConfig, folder: str) -> bool:
     """Whether this user's permissions on an output folder are the job's: on none, and on Slurm from its login node
     where the folder (or the one above it) exists here. Not on Docker, whose jobs run as the image's user."""
@@ -46,14 +62,15 @@ def check_generation_inputs(
     ++allow_empty_input) and its output folder, named as the user wrote them (`spec_*`). Returns whether both were
     checked here (else the job checks them before its server starts: `job_check`)."""
     checked = task.input_key != "input_file"  # GenSelect's folder of runs: its own checks
-    if task.input_key == "input_file" and os.path.isfile(input_path) and sees(cluster, input_path):
+    local = here(cluster, input_path) if task.input_key == "input_file" else None
+    if local is not None and os.path.isfile(local):
         checked = True
         fields, name = set(), None
         if task.prompt_key is not None:
             name = flag_value(overrides, task.prompt_key, str(config_value(GenerateConfig(), task.prompt_key)))
             fields = load_prompt_config(name).fields()
         allow_empty = flag_value(overrides, "allow_empty_input", "false").lower() == "true"
-        check_input_file(input_path, fields, name, allow_empty, shown=spec_input)
+        check_input_file(local, fields, name, allow_empty, shown=spec_input)
     if not sees_output(cluster, output_dir):
         return False
     check_output_dir(output_dir, shown=spec_output)
