@@ -8,7 +8,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 from pipeline_kit.atomic import write_atomic
 from pipeline_kit.errors import UserError
@@ -17,6 +19,7 @@ CACHE_VAR = "KIT_DIGEST_CACHE"  # the cache file [default: $XDG_CACHE_HOME/pipel
 DIGEST_LENGTH = 16  # hex characters kept: enough to tell settings apart, short in a .done
 MAX_CACHED = 20_000  # files (a model folder holds tens); beyond it the least recently hashed go
 _BLOCK = 1 << 20
+T = TypeVar("T")
 
 
 def cache_file() -> Path:
@@ -94,6 +97,40 @@ def _cached_file_digest(path: Path) -> str:
         digest = hash_bytes(Path(absolute))
         _CACHE.put(absolute, stat, digest)
     return digest
+
+
+def known_file_digest(path: str | Path) -> str | None:
+    """A file's digest if the cache has it for the file as it is now (a stat, no read), else None."""
+    _CACHE.load()
+    absolute = os.path.abspath(path)
+    try:
+        return _CACHE.get(absolute, os.stat(absolute))
+    except OSError:
+        return None
+
+
+def digested_lines(path: str | Path, consume: Callable[[Iterator[bytes]], T]) -> tuple[str, T]:
+    """`consume(lines)` over the file's lines (bytes) while they are hashed: one read gives both the file's digest
+    (cached as file_digest's) and what `consume` returns. An error of `consume` propagates (nothing is cached)."""
+    absolute = os.path.abspath(path)
+    h = hashlib.sha256()
+
+    def lines(f) -> Iterator[bytes]:
+        for line in f:
+            h.update(line)
+            yield line
+
+    _CACHE.load()
+    with open(absolute, "rb") as f:
+        stat = os.fstat(f.fileno())
+        result = consume(lines(f))
+        for block in iter(lambda: f.read(_BLOCK), b""):  # what `consume` left unread
+            h.update(block)
+    digest = h.hexdigest()[:DIGEST_LENGTH]
+    if _stamp(os.stat(absolute)) == _stamp(stat):  # not rewritten while it was read
+        _CACHE.put(absolute, stat, digest)
+        _CACHE.save()
+    return digest, result
 
 
 def file_digest(path: str | Path, what: str = "") -> str:

@@ -12,9 +12,10 @@ from pipeline_kit.atomic import write_atomic
 from pipeline_kit.errors import UserError
 
 
-def numbered_records(lines: Iterable[str], source: object) -> Iterator[tuple[int, dict]]:
-    """(line number, record) for every non-blank line of `lines`, read from `source` (named in errors)."""
-    for line_no, line in enumerate(lines, 1):
+def numbered_records(lines: Iterable[str], source: object, start: int = 1) -> Iterator[tuple[int, dict]]:
+    """(line number, record) for every non-blank line of `lines`, read from `source` (named in errors); the first
+    line is line `start`."""
+    for line_no, line in enumerate(lines, start):
         if not line.strip():
             continue
         try:

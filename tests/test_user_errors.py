@@ -184,3 +184,152 @@ def test_misspelled_container_key_gets_a_did_you_mean(kit, configs):
     assert (
         "container 'bsae' is not under 'containers' (known: base); did you mean 'base'? Or add it there." in res.stderr
     )
+
+
+# ---- mistakes in the inputs: refused at submission (dry run and real), before any job folder or request
+
+
+def _chattr(path, flag: str) -> None:
+    import subprocess
+
+    subprocess.run(["chattr", flag, str(path)], check=True)
+
+
+@pytest.fixture
+def read_only_dir(tmp_path):
+    """A folder nobody can write into, root included (immutable); writable again after the test."""
+    folder = tmp_path / "read-only"
+    folder.mkdir()
+    _chattr(folder, "+i")
+    yield folder
+    _chattr(folder, "-i")
+
+
+INPUT_CASES = [
+    ("broken line", '{"problem": "a"}\n{"problem": "b"}\n\n{"problem": \n', [], ["in.jsonl:4: not valid JSON"]),
+    (
+        "missing prompt field",
+        '{"problem": "a"}\n{"question": "b"}\n',
+        ["++prompt_config=generic/math"],
+        ["in.jsonl:2: the record has no field 'problem', which prompt config generic/math needs", "(it has: question)"],
+    ),
+    ("empty input", "", [], ["in.jsonl: the input file has no records", "++allow_empty_input=True"]),
+    ("blank lines only", "\n\n", [], ["in.jsonl: the input file has no records"]),
+]
+
+
+@pytest.mark.parametrize("dry_run", [True, False], ids=["dry run", "submission"])
+@pytest.mark.parametrize("name,text,extra,needles", INPUT_CASES, ids=[c[0] for c in INPUT_CASES])
+def test_bad_generation_input_is_refused_at_submission(
+    kit, configs, none_cluster, stub, tmp_path, user_repo, dry_run, name, text, extra, needles
+):
+    server = stub()
+    (tmp_path / "in.jsonl").write_text(text)
+    args = ["--server_type=openai", f"--server_address={server.url}", "--model=stub", *extra]
+    res = kit("generate", *none_cluster, "--input_file=../in.jsonl", "--output_dir=../out", *args,
+              *(["--dry_run"] if dry_run else []))  # fmt: skip
+    line = one_error_line(res)
+    for needle in needles:
+        assert needle in line, line
+    assert "../in.jsonl" in line and "/.kit/" not in line  # the user's path, not the packed copy's
+    assert not configs.job_dir.exists() and not (tmp_path / "out").exists()
+    assert server.requests() == []
+
+
+def test_an_empty_input_is_allowed_when_asked(kit, none_cluster, stub, tmp_path):
+    server = stub()
+    (tmp_path / "in.jsonl").write_text("")
+    res = kit("generate", *none_cluster, f"--input_file={tmp_path / 'in.jsonl'}", f"--output_dir={tmp_path / 'out'}",
+              "--server_type=openai", f"--server_address={server.url}", "--model=stub", "++allow_empty_input=True")  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    assert (tmp_path / "out" / "output.jsonl").read_text() == ""
+    assert (tmp_path / "out" / "output.jsonl.done").exists()
+
+
+def test_eval_with_a_broken_benchmark_file_is_refused_at_submission(kit, configs, none_cluster, tmp_path):
+    data = tmp_path / "data"
+    assert kit("prepare_data", "arith", f"--data_dir={data}").returncode == 0
+    test_file = next(data.glob("arith/*.jsonl"))
+    with test_file.open("a") as f:
+        f.write("{oops\n")
+    lines = len(test_file.read_text().splitlines())
+    res = kit("eval", *none_cluster, "--benchmarks=arith", f"--data_dir={data}", f"--output_dir={tmp_path / 'ev'}",
+              "--server_type=openai", "--server_address=http://127.0.0.1:9/v1", "--model=stub")  # fmt: skip
+    line = one_error_line(res)
+    assert f"{test_file}:{lines}: not valid JSON" in line
+    assert not configs.job_dir.exists() and not (tmp_path / "ev").exists()
+
+
+@pytest.mark.parametrize("dry_run", [True, False], ids=["dry run", "submission"])
+def test_an_output_folder_that_cannot_be_written_is_refused(kit, configs, none_cluster, stub, tmp_path, read_only_dir,
+                                                            dry_run):  # fmt: skip
+    server = stub()
+    (tmp_path / "in.jsonl").write_text('{"problem": "a"}\n')
+    out = read_only_dir / "out"
+    res = kit("generate", *none_cluster, f"--input_file={tmp_path / 'in.jsonl'}", f"--output_dir={out}",
+              "--server_type=openai", f"--server_address={server.url}", "--model=stub",
+              *(["--dry_run"] if dry_run else []))  # fmt: skip
+    line = one_error_line(res)
+    assert f"--output_dir={out}: {read_only_dir}, where kit would make it, cannot be written" in line
+    assert not configs.job_dir.exists() and server.requests() == []
+
+
+def test_the_job_refuses_what_submission_could_not_see(stub, tmp_path, read_only_dir):
+    """Where kit cannot see the paths (a cluster over SSH), the generation script says the same before any request
+    (and before it waits for the server)."""
+    from conftest import generate
+
+    server = stub()
+    inp = tmp_path / "in.jsonl"
+    base = [f"++server.base_url={server.url}", "++server.model=stub", f"++input_file={inp}"]
+    inp.write_text("")
+    res = generate(*base, f"++output_dir={tmp_path / 'o'}")
+    assert res.returncode == 2 and "in.jsonl: the input file has no records" in res.stderr, res.stderr
+    inp.write_text('{"problem": "a"}\n')
+    res = generate(*base, f"++output_dir={read_only_dir / 'o'}")
+    assert res.returncode == 2 and f"++output_dir={read_only_dir / 'o'}: {read_only_dir}" in res.stderr, res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1 and server.requests() == []
+
+
+@pytest.mark.parametrize("dry_run", [True, False], ids=["dry run", "submission"])
+def test_sft_into_a_folder_trained_with_other_settings_is_refused(kit, configs, none_cluster, tmp_path, dry_run):
+    """The settings the trainer recorded in <output_dir>/kit-train.json are compared at submission, as the trainer
+    compares them when it starts; the same settings pass."""
+    import json
+
+    from conftest import additions
+
+    from pipeline_kit.training.checkpoints import run_settings
+    from pipeline_kit.training.config import parse_train_overrides
+
+    data, model, out = additions(tmp_path / "sft.jsonl", 8, 0), tmp_path / "model", tmp_path / "out"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    own = ["++algorithm=sft", "++backend=trl", f"++model={model}", f"++training_data={data}", f"++output_dir={out}"]
+    out.mkdir()
+    (out / "kit-train.json").write_text(json.dumps(run_settings(parse_train_overrides(own))))
+    args = ["sft", *none_cluster, f"--model={model}", f"--training_data={data}", f"--output_dir={out}"]
+    res = kit(*args, "++learning_rate=1e-4", *(["--dry_run"] if dry_run else []))
+    line = one_error_line(res)
+    assert f"{out} holds a run with other settings (learning_rate: 1e-05 → 0.0001)" in line
+    assert not configs.job_dir.exists()
+    assert kit(*args, "--dry_run").returncode == 0  # the same settings: a resume
+
+
+def test_docker_checks_an_input_it_sees_through_a_mount(kit, configs, tmp_path):
+    """On Docker the job's /data/in.jsonl is this machine's <host>/in.jsonl through the config's mount: checked at
+    submission, named as the job sees it."""
+    host = tmp_path / "host-data"
+    host.mkdir()
+    (host / "in.jsonl").write_text('{"problem": "a"}\n{"problem": \n')
+    d = configs(
+        "dock",
+        f"executor: local\njob_dir: JOB_DIR\nmounts: ['{host}:/data']\ncontainers:\n  kit: kit-test-base:latest\n",
+    )
+    res = kit("generate", "--cluster=dock", f"--config_dir={d}", "--input_file=/data/in.jsonl", "--output_dir=/data/out",
+              "--server_type=openai", "--server_address=http://127.0.0.1:9/v1", "--model=m", "--dry_run")  # fmt: skip
+    assert (
+        one_error_line(res)
+        == "kit: error: /data/in.jsonl:2: not valid JSON (Expecting value); fix or remove that line."
+    )
+    assert not configs.job_dir.exists()

@@ -64,6 +64,7 @@ class GenerateConfig:
     chunk_id: int | None = None  # this unit's chunk of the input (0-based) ...
     num_chunks: int | None = None  # ... out of this many contiguous chunks
     rerun_done: bool = False
+    allow_empty_input: bool = False  # an input file without records writes an empty output (else it is an error)
     postprocess_cmd: str | None = None  # run once the final (merged) file is written
     # the field a sample's text goes to [generation]; another NAME also prefixes its stats (NAME_num_generated_tokens,
     # ...), so a later stage keeps an earlier one's fields. Unset, an input that already holds `generation` is refused.

@@ -17,6 +17,7 @@ from pipeline_kit.errors import UserError
 from pipeline_kit.inference import done_key, unit_files
 from pipeline_kit.inference.client import GenerationClient
 from pipeline_kit.inference.config import GenerateConfig, parse_generate_config
+from pipeline_kit.inference.input_check import check_generation
 from pipeline_kit.inference.job_pool import UnitWork, run_units
 from pipeline_kit.inference.prompts import load_prompt_config, split_prefill
 from pipeline_kit.inference.refusals import RequestsFailed, Tally
@@ -172,7 +173,14 @@ def when_done(cfg: GenerateConfig, key: dict[str, object]) -> None:
 
 def run_job(units: list[GenerateConfig]) -> dict[str, Tally]:
     """Every unit of a job: the done ones skipped, the others through one request pool (job_pool.py). Returns the
-    tallies of the units with failed samples (written, not done), by output file."""
+    tallies of the units with failed samples (written, not done), by output file. The inputs and output folders
+    are checked first, before the server is waited for (as at submission, where kit sees them)."""
+    checked = set()
+    for cfg in units:
+        what = (cfg.generation_type, cfg.input_file, cfg.prompt_config, cfg.allow_empty_input, cfg.output_dir)
+        if what not in checked:
+            checked.add(what)
+            check_generation(cfg)
     works = [work for work in map(prepare, units) if work is not None]
     if not works:
         return {}

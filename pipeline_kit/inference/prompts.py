@@ -132,6 +132,12 @@ def resolve_prompt_path(name: str) -> Path:
     return shipped
 
 
+def shown_name(name: str, path: Path) -> str:
+    """How errors name a prompt config: a shipped one as prompts/<name>.yaml (the job reads a packed copy, whose
+    path means nothing to the user), a user's file by its path."""
+    return f"prompts/{name}.yaml" if path == PROMPTS_DIR / f"{name}.yaml" else str(path)
+
+
 def load_prompt_config(name: str) -> PromptConfig:
     path = resolve_prompt_path(name)
     try:
@@ -163,7 +169,7 @@ def load_prompt_config(name: str) -> PromptConfig:
     if extract is not None:
         check_mode(extract, f"{path}: extract")
     return PromptConfig(
-        source=str(path),
+        source=shown_name(name, path),
         user=data["user"],
         system=system,
         few_shot_template=template,

@@ -266,6 +266,11 @@ def _packed_jobs(
             "inputs": [*(p.input_file for p in plans), *model_inputs(specs[0].server)],
             "outputs": [p.output_dir for p in plans],
         }
+        io["checks"] = [
+            c
+            for gen, plan in zip(specs, plans, strict=True)
+            for c in plan.job_checks(cluster.kit_python, gen.overrides)
+        ]
         return [JobPlan("", groups, {**io, **({"array_size": len(shares)} if len(shares) > 1 else {})})]
 
     return chain(options, plan_copy)

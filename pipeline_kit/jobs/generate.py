@@ -18,6 +18,7 @@ from pipeline_kit.inference.config import GenerateConfig, check_generate_overrid
 from pipeline_kit.inference.registry import task_class
 from pipeline_kit.inference.tasks import config_value
 from pipeline_kit.inference.units import Unit, plan_units, split_units
+from pipeline_kit.jobs.input_checks import check_generation_inputs, job_check
 from pipeline_kit.jobs.options import JobOptions, JobPlan, chain
 from pipeline_kit.jobs.packing_plan import check_packing_limits, packing_plan, parse_num_jobs
 from pipeline_kit.overrides import override_key, override_value, take_override
@@ -80,6 +81,11 @@ class UnitPlan:
     input_file: str  # GenSelect: the folder of its runs
     output_dir: str
     overrides: tuple[str, ...] = ()
+    checked: bool = False  # the input and output folder were checked at submission (else: in the job, first)
+
+    def job_checks(self, python: str, overrides: tuple[str, ...]) -> list[str]:
+        """Job.checks of a job that runs units of this plan with the script's `overrides`."""
+        return [] if self.checked else [job_check(python, (*self.overrides, *overrides))]
 
     @property
     def done_count(self) -> int:
@@ -102,6 +108,9 @@ def plan_generation(cluster: ClusterConfig, spec: GenerateSpec, input_final: boo
     typed = any(override_key(a) == "generation_type" for a in spec.overrides)
     if spec.input_dir is not None or typed:
         _script_config(spec, own)  # checked whole: ++generation_type goes with its input (++input_dir for GenSelect)
+    checked = input_final and check_generation_inputs(  # else the job checks them before its server starts
+        cluster, _task(spec), spec.input_file, spec.output_dir, input_path, output_dir, spec.overrides
+    )
     if spec.input_dir is None and not typed and input_final and os.path.isfile(input_path):
         _check_output_key(spec, input_path)
     if spec.input_dir is not None and input_final and cluster.executor == "none":
@@ -113,7 +122,7 @@ def plan_generation(cluster: ClusterConfig, spec: GenerateSpec, input_final: boo
             key = _script_key(spec, own)  # hashed once, not once per unit
             finished = {u for u in done if _finished(u, key, output_dir)}
             todo = [u for u in units if u not in finished]
-    return UnitPlan(units, todo, input_path, output_dir, tuple(own))
+    return UnitPlan(units, todo, input_path, output_dir, tuple(own), checked)
 
 
 def _check_output_key(spec: GenerateSpec, input_path: str) -> None:
@@ -247,6 +256,7 @@ def _unit_jobs(cluster: ClusterConfig, spec: GenerateSpec, options: JobOptions, 
         client = ClientCommand(cluster.kit_python, spec.server, (*overrides, *spec.overrides), labels)
         groups = generation_groups(cluster, spec, client, array=len(shares) > 1)
         fields = {**io, **({"array_size": len(shares)} if len(shares) > 1 else {})}
+        fields["checks"] = plan.job_checks(cluster.kit_python, spec.overrides)
         return [JobPlan("", groups, fields)]
 
     packing = generation_packing(cluster, spec, plan, options)

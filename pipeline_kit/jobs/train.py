@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 
 from pipeline_kit.cluster import ClusterConfig
 from pipeline_kit.errors import UserError
+from pipeline_kit.jobs.input_checks import check_training_output, training_check
 from pipeline_kit.jobs.options import JobOptions, JobPlan, chain
 from pipeline_kit.overrides import override_key, override_text
 from pipeline_kit.pipeline.model import AUTO_PORT, Command, CommandGroup, Endpoint, HardwareConfig, Job
@@ -112,6 +113,7 @@ def train_jobs(cluster: ClusterConfig, spec: TrainSpec, options: JobOptions) -> 
     placeholder = ["++vllm_server=http://resolved-in-the-job:8000"] if spec.vllm_gpus else []
     cfg = parse_train_overrides([*own, *placeholder, *spec.overrides])  # rules between values (batch vs generations)
     _check_visible_inputs(cluster, cfg, options)
+    seen = check_training_output(cluster, cfg)
     backend = spec.backend_impl
     if cluster.executor != "none" and backend.needs_container and not spec.container:
         example = f" (e.g. {backend.container_example})" if backend.container_example else ""
@@ -146,7 +148,9 @@ def train_jobs(cluster: ClusterConfig, spec: TrainSpec, options: JobOptions) -> 
             else {}
         )
         groups.insert(0, CommandGroup([trainer], hardware=HardwareConfig(sbatch_kwargs=signal), name="trainer"))
-        return [JobPlan("", groups, {"inputs": [model, data], "outputs": [output_dir]})]
+        # where kit could not see the paths, the job checks them before the trainer (and a vLLM server) starts
+        checks = [training_check(cluster.kit_python, launch.overrides)] if spec.backend == "trl" and not seen else []
+        return [JobPlan("", groups, {"inputs": [model, data], "outputs": [output_dir], "checks": checks})]
 
     return chain(options, plan)
 

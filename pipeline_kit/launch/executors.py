@@ -13,7 +13,7 @@ from pipeline_kit.launch.images import resolve_image, slurm_image
 from pipeline_kit.launch.mounts import container_mounts, slurm_setup_lines
 from pipeline_kit.launch.sbatch_script import HET_FLAGS_ATTR
 from pipeline_kit.pipeline.model import CommandGroup, Job
-from pipeline_kit.pipeline.render import HET_HOST_VAR
+from pipeline_kit.pipeline.render import HET_HOST_VAR, check_lines
 
 
 def host_has_gpus() -> bool:
@@ -100,6 +100,11 @@ def slurm_executor(
     setup = [f"export {het_hosts}"] if heterogeneous else []
     in_container = any(g.container for g in job.groups)
     setup.append(slurm_setup_lines(cluster, mount_paths, log_dir, job.name, in_container))
+    # a generation's input checks where kit could not see its paths: on the batch host, before any server starts
+    job_log = shlex.quote(f"{log_dir}/{job.name}")
+    in_code = f"cd {shlex.quote(code_dir)} && PYTHONPATH={shlex.quote(code_dir)}${{PYTHONPATH:+:$PYTHONPATH}}"
+    refuse = f'mkdir -p {job_log}; echo "$kit_why" | tee -a {job_log}/kit.log >&2; exit 2'
+    setup += check_lines([f"{in_code} {check}" for check in job.checks], refuse)
     executor = run.SlurmExecutor(
         account=cluster.account or "",
         partition=flags.get("partition"),

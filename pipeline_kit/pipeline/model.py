@@ -158,7 +158,10 @@ class Job:
     `inputs`: paths the job reads; `outputs`: files or folders it writes. An input that a job of the same pipeline
     or of a `run_after` experiment writes is checked when the job starts; any other is checked at submission.
     `skip_when_parents_failed`: an afterany job (a summary of whatever finished) that does not run when every job
-    it waits for failed; it ends CANCELLED, saying "skipped: <parent> failed"."""
+    it waits for failed; it ends CANCELLED, saying "skipped: <parent> failed".
+    `checks`: shell commands run where the job starts, before any of its commands (a server, a trainer): one that
+    exits 2 refuses the job with its output as the reason (a user's mistake kit could not see at submission); any
+    other exit is left to the commands themselves (the check's own Python may lack what they have)."""
 
     name: str
     groups: list[CommandGroup]
@@ -170,6 +173,7 @@ class Job:
     inputs: list[str] = field(default_factory=list)
     outputs: list[str] = field(default_factory=list)
     skip_when_parents_failed: bool = False
+    checks: list[str] = field(default_factory=list)
 
     def dependency(self, default: str, executor: str) -> str:
         """The Slurm dependency type this job waits with (none/local emulate it): its own, else `default`. A job

@@ -259,6 +259,12 @@ def _input_checks(job: Job, writers: dict[str, str]) -> list[str]:
     return lines
 
 
+def check_lines(checks: list[str], refuse: str) -> list[str]:
+    """A job's `checks`, each refusing the job (`refuse`: shell that records the outcome and exits, with the
+    check's output in $kit_why) when it exits 2."""
+    return [f"kit_why=$({{ {check}\n}} 2>&1) || {{ [ $? != 2 ] || {{ {refuse}; }}; }}" for check in checks]
+
+
 def slurm_group_script(
     job: Job,
     group_index: int,
@@ -347,6 +353,7 @@ def local_job_script(
     lines += _dependency_guard(job, list(after_rc_files), dependency_type)
     lines += _python_checks(job.commands)
     lines += _input_checks(job, input_writers or {})
+    lines += check_lines(job.checks, 'kit_note "$kit_why"; kit_record 2; exit 2')
     guard = _corresponding_unit_guard(list(after_rc_files)) if dependency_type == "aftercorr" else []
     lines += _unit_runner(job, _start_lines(job, list(range(len(job.groups))), ctx, ports), guard)
     if job.array_size:

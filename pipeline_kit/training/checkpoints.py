@@ -10,6 +10,7 @@ import shutil
 import signal
 import sys
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 from pipeline_kit.atomic import write_atomic
@@ -77,9 +78,14 @@ def training_done(output_dir: str | Path, max_steps: int) -> str | None:
     )
 
 
-def check_settings(output_dir: str | Path, settings: dict) -> None:
+def run_settings(cfg) -> dict:
+    """The settings a TRL run records in <output_dir>/kit-train.json (its config and the training data's size)."""
+    return {**asdict(cfg), "training_data_bytes": Path(cfg.training_data).stat().st_size}
+
+
+def check_settings(output_dir: str | Path, settings: dict, write: bool = True) -> None:
     """The first run writes its settings; a later one (a resume) must have the same ones, except how it reports and
-    saves. A change is one error naming what changed."""
+    saves. A change is one error naming what changed. `write=False`: only the check (at submission)."""
     path = Path(output_dir) / SETTINGS
     if path.is_file():
         old = json.loads(path.read_text())
@@ -93,7 +99,8 @@ def check_settings(output_dir: str | Path, settings: dict) -> None:
                 f"{path.parent} holds a run with other settings ({'; '.join(changed)}); resuming it would mix "
                 "them. Use another --output_dir, or delete that folder to start over."
             )
-    write_atomic(path, json.dumps(settings, indent=1, sort_keys=True) + "\n")
+    if write:
+        write_atomic(path, json.dumps(settings, indent=1, sort_keys=True) + "\n")
 
 
 def _short(value) -> str:

@@ -9,10 +9,10 @@ from __future__ import annotations
 import os
 import sys
 import time
-from dataclasses import asdict
 from pathlib import Path
 
 from pipeline_kit.errors import UserError
+from pipeline_kit.inference.input_check import check_output_dir
 from pipeline_kit.training.averaging import HALF, model_dtype
 from pipeline_kit.training.checkpoints import (
     FINAL,
@@ -22,6 +22,7 @@ from pipeline_kit.training.checkpoints import (
     newest_step,
     publish_final,
     resume_point,
+    run_settings,
     say,
     training_done,
 )
@@ -161,12 +162,13 @@ def run(cfg: TrainConfig) -> None:
     if (Path(cfg.output_dir) / FINAL / "config.json").is_file():
         say(f"training on from step {newest_step(cfg.output_dir)} to ++max_steps={cfg.max_steps}")
     check_model_dir(cfg.model)
+    check_output_dir(cfg.output_dir, flag="++output_dir")  # as at submission, where kit sees it (precheck.py)
     records = read_training_records(cfg.training_data, cfg.algorithm)
     rows = conversations(cfg, records)  # every record's prompt is built (and checked) before torch loads
     Path(cfg.output_dir).mkdir(parents=True, exist_ok=True)
     rank0 = int(os.environ.get("RANK", "0")) == 0
     if rank0:
-        check_settings(cfg.output_dir, {**asdict(cfg), "training_data_bytes": Path(cfg.training_data).stat().st_size})
+        check_settings(cfg.output_dir, run_settings(cfg))
     request = SaveRequest()
     request.install()
     os.environ.setdefault("HF_DATASETS_DISABLE_PROGRESS_BARS", "1")  # a job's log is no terminal
