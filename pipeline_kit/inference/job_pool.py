@@ -172,7 +172,8 @@ async def run_units(works: list[UnitWork], api_key: str | None) -> dict[str, Tal
             await asyncio.to_thread(unit.progress_file.finish, cfg.output_file, count, unit.work.done_key)
         finally:
             unit.progress_file.close()
-        figures.unit_done(cfg.output_file, unit.tally.total, unit.tokens, time.monotonic() - unit.started)
+        retries = getattr(unit.model, "retries", 0)  # a user's generation type may not count them
+        figures.unit_done(cfg.output_file, unit.tally.total, unit.tokens, time.monotonic() - unit.started, retries)
         line = f"wrote {cfg.output_file}: {count} samples, {unit.tally.failed} failed"
         if unit.tally.failed:
             line += f" (first: {unit.tally.first}); not marked done: a rerun requests the failed samples again"
