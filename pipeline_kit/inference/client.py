@@ -291,7 +291,7 @@ class GenerationClient:
                                             server.endpoint)  # fmt: skip
                     return Completion("", 0, time.monotonic() - start, error=error, failed=failed)
                 what = f"{type(e).__name__}: {(str(e).splitlines() or [''])[0][:200]}"
-                if isinstance(e, self.litellm.APIConnectionError):  # no HTTP answer: refused, reset, no route
+                if retry.no_answer(e):  # refused, reset, closed: no HTTP answer
                     lost = reach.lost()
                     if lost >= server.gone_after:
                         raise ServerError(

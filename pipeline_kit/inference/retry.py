@@ -37,6 +37,27 @@ class Reach:
         return now - self.lost_since
 
 
+# exception class names (anywhere in the chain of causes: LiteLLM reports a refused connection as an HTTP 500 raised
+# from openai's APIConnectionError, raised from httpx's and aiohttp's) that say a request reached no server
+_NO_ANSWER = {"APIConnectionError", "ClientConnectionError", "ConnectionError"}
+_TIMEOUT = {"APITimeoutError", "TimeoutException", "TimeoutError"}  # the server took the request: it is there
+
+
+def no_answer(error: BaseException | None) -> bool:
+    """Whether `error`, or an exception it was raised from, says that the request got no HTTP answer: the connection
+    was refused, reset or closed first (a timeout is an answer of sorts: the server took the request)."""
+    for _ in range(20):
+        if error is None:
+            return False
+        names = {cls.__name__ for cls in type(error).__mro__}
+        if names & _TIMEOUT:
+            return False
+        if names & _NO_ANSWER:
+            return True
+        error = error.__cause__ or error.__context__
+    return False
+
+
 _REACH: dict[str, Reach] = {}
 
 

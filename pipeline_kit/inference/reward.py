@@ -126,7 +126,6 @@ class RewardClient:
         connector = aiohttp.TCPConnector(limit=cfg.max_concurrent_requests)
         self._session = aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(cfg.request_timeout))
         self._transient = (aiohttp.ClientConnectionError, asyncio.TimeoutError)
-        self._unreached = (aiohttp.ClientConnectorError, aiohttp.ServerDisconnectedError)  # no HTTP answer
         self.retries = 0  # requests tried again, counted in the job's figures
 
     async def close(self) -> None:
@@ -148,7 +147,7 @@ class RewardClient:
                     problem = f"HTTP {resp.status}: {text[:200]}"
             except self._transient as e:
                 problem = f"{type(e).__name__}: {str(e)[:200]}"
-                lost = reach.lost() if isinstance(e, self._unreached) else 0.0
+                lost = reach.lost() if retry.no_answer(e) else 0.0
                 if lost >= self.cfg.server.gone_after:
                     raise ServerError(
                         f"the server at {self.url} is gone: no request reached it for {lost:.0f} s (last: {problem}); "
