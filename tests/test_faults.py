@@ -310,6 +310,15 @@ def test_kit_status_shows_why_slurm_ended_a_job(monkeypatch):
     assert monitor._slurm_status(None, JobRecord("own", "t", ["g"], slurm_ids=["10"]), rows).reason == ""
 
 
+def test_sbatch_kwargs_true_is_a_flag_without_a_value():
+    """The slurmd test's `--sbatch_kwargs='{"no_requeue": true}'` must reach sbatch as `--no-requeue` (sbatch
+    refuses `--no-requeue=True`); false leaves a flag out."""
+    from pipeline_kit.cli.job_flags import JobFlags
+
+    flags = JobFlags(sbatch_kwargs='{"no_requeue": true, "qos": "high", "exclusive": false, "nice": 5}')
+    assert flags.sbatch_dict() == {"no_requeue": True, "qos": "high", "nice": "5"}
+
+
 def slurm_run_dir() -> Path:
     """The local cluster's run folder (tests/services/slurm_up.sh: <DIR>/run holds slurmd-<node>.pid)."""
     return Path(SERVICES["SLURM_CONF"]).parent.parent / "run"
