@@ -4,6 +4,7 @@ any file. mkstemp alone would leave every such file -rw------- whatever the umas
 
 from __future__ import annotations
 
+import errno
 import glob
 import os
 import tempfile
@@ -32,7 +33,7 @@ def default_mode(base: int = 0o666) -> int:
 
 def write_atomic(path: str | Path, text: str, private: bool = False) -> None:
     """Write `text` to `path` atomically, with the umask's mode; `private` keeps it to its owner (0600 at most),
-    for a file that may hold secrets."""
+    for a file that may hold secrets. An OSError (a full disk: no_space) names `path` as its filename."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
@@ -41,9 +42,24 @@ def write_atomic(path: str | Path, text: str, private: bool = False) -> None:
             os.fchmod(f.fileno(), default_mode(0o600 if private else 0o666))
             f.write(text)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         Path(tmp).unlink(missing_ok=True)
+        if isinstance(e, OSError) and e.filename is None:
+            e.filename = str(path)
         raise
+
+
+NO_SPACE = (errno.ENOSPC, errno.EDQUOT)  # a full disk, an exhausted quota
+
+
+def no_space(e: BaseException) -> str | None:
+    """The one line for a write that failed for want of space (None for any other error): the file, and how to go
+    on. Writers leave nothing half-written (write_atomic; an in-progress file drops its torn line), so a rerun
+    resumes where the disk filled."""
+    if not isinstance(e, OSError) or e.errno not in NO_SPACE:
+        return None
+    what = "no space left on device" if e.errno == errno.ENOSPC else "disk quota exceeded"
+    return f"{what} writing {e.filename or 'a file'}; free space and rerun (finished samples are kept)"
 
 
 def remove_stale_temps(path: str | Path) -> None:

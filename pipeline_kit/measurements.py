@@ -34,12 +34,14 @@ class ServerKey:
 @dataclass(frozen=True)
 class UnitFigures:
     """One unit as a job ran it: `samples` requested there (those already done before are not counted), the tokens
-    they generated, and the seconds from its first request to its file done."""
+    they generated, the seconds from its first request to its file done, and `retries`: requests tried again after
+    a 429, a 5xx or a lost connection (0 in the files of an older kit)."""
 
     label: str
     samples: int
     tokens: int
     seconds: float
+    retries: int = 0
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,10 @@ class JobFigures:
     @property
     def tokens(self) -> int:
         return sum(u.tokens for u in self.units)
+
+    @property
+    def retries(self) -> int:
+        return sum(u.retries for u in self.units)
 
     @property
     def seconds_per_sample(self) -> float | None:

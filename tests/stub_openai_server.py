@@ -3,12 +3,16 @@ elsewhere). It logs every completion request it receives (one JSON line), so tes
 
   python stub_openai_server.py PORT REQUEST_LOG [--delay S] [--die_after N] [--never_ready] [--context_limit C]
                                [--tir_rounds N [--tir_code TEMPLATE]] [--add_seed]
-                               [--fail_status CODE [--fail_when TEXT]] [--script FILE]
+                               [--fail_status CODE [--fail_when TEXT | --fail_for S [--fail_from K]]]
+                               [--answer_chars N] [--script FILE]
 
 Answers `\\boxed{<the number in the last message>}` (plus the request's seed with --add_seed); prompts over C
 characters get the 400 error vLLM gives. With --fail_status CODE, requests whose prompt holds TEXT (every request
 without --fail_when) are refused with HTTP CODE and an OpenAI-style error body whose message names the code; a 401
-or 403 for every request refuses GET /v1/models too, as a server that checks keys does. With --tir_rounds N it is a
+or 403 for every request refuses GET /v1/models too, as a server that checks keys does. With --fail_for S it refuses
+every completion request for S seconds from the (K+1)-th one it gets (--fail_from K, default 0), then recovers (a
+server overloaded or failing for a while); each request's log line says `refused` (the status) or not. With
+--answer_chars N every answer is padded with N characters of filler text before the boxed number. With --tir_rounds N it is a
 scripted tool-using model: until the prompt holds N ```output blocks it writes a ```python block (TEMPLATE with
 {numbers} = the problem's numbers joined by +, {round}), honouring `stop` like vLLM; then it answers
 \\boxed{<the last output>}. Only the sandbox can compute that output. To a judge prompt (prompts/judge/math.yaml)
@@ -42,6 +46,9 @@ def main() -> None:
     ap.add_argument("--add_seed", action="store_true")
     ap.add_argument("--fail_status", type=int, default=0)
     ap.add_argument("--fail_when", default="")
+    ap.add_argument("--fail_for", type=float, default=0.0)
+    ap.add_argument("--fail_from", type=int, default=0)
+    ap.add_argument("--answer_chars", type=int, default=0)
     ap.add_argument("--script")
     args = ap.parse_args()
     script = []
@@ -50,6 +57,7 @@ def main() -> None:
             script = [(re.compile(rule["match"], re.S), rule["replies"]) for rule in json.load(f)]
     lock = threading.Lock()
     served = [0]
+    failing_since = [None]  # time.monotonic() when --fail_for's window opened
     in_flight = [0]  # requests being answered, this one included (in each log line: units' requests overlap)
 
     class Handler(BaseHTTPRequestHandler):
@@ -92,13 +100,19 @@ def main() -> None:
             prompt = prompt[0] if isinstance(prompt, list) else prompt
             with lock:
                 served[0] += 1
+                refused = args.fail_status if args.fail_status and args.fail_when in prompt else 0
+                if args.fail_for:
+                    if failing_since[0] is None and served[0] > args.fail_from:
+                        failing_since[0] = time.monotonic()
+                    opened = failing_since[0]
+                    refused = refused if opened is not None and time.monotonic() - opened < args.fail_for else 0
                 with open(args.request_log, "a") as f:
                     record = {"path": self.path, "prompt": prompt, "body": body, "auth": self.headers["Authorization"]}
-                    record |= {"in_flight": in_flight[0], "arrived": time.time()}
+                    record |= {"in_flight": in_flight[0], "arrived": time.time(), "refused": refused}
                     f.write(json.dumps(record) + "\n")
                 if args.die_after and served[0] > args.die_after:
                     os._exit(17)  # the server crashes mid-run
-            if args.fail_status and args.fail_when in prompt:
+            if refused:
                 msg = f"stub refuses this request (status {args.fail_status})"
                 self.reply(args.fail_status, {"error": {"message": msg, "type": "StubError", "code": args.fail_status}})
                 return
@@ -112,6 +126,8 @@ def main() -> None:
             numbers = re.findall(r"\d+", prompt)
             answer = int(numbers[-1]) if numbers else 0
             text = f"\\boxed{{{answer + ((body.get('seed') or 0) if args.add_seed else 0)}}}"
+            if args.answer_chars:
+                text = ("filler " * (args.answer_chars // 7 + 1))[: args.answer_chars] + text
             if args.tir_rounds:
                 text = tir_answer(body, chat)
             if script:

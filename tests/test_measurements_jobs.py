@@ -80,7 +80,7 @@ def test_a_generation_job_records_its_figures_and_kit_status_shows_them(kit, non
     assert "stub on stub_type:STUB, 0 GPU(s) x 1 node(s), prompt generic/default" in lines[1]
     units = sorted(line.strip() for line in lines[2:])
     assert len(units) == 4 and units[0].startswith("rs0_chunk_0: 5 samples, 15 tokens, "), units
-    assert all(line.endswith(" tokens/s") and " samples/s, " in line for line in units)
+    assert all(line.endswith(" tokens/s, 0 retries") and " samples/s, " in line for line in units)
     assert kit("status", "measured", *none_cluster).stdout == "measured SUCCEEDED\n"  # without --verbose: as before
 
 

@@ -15,7 +15,7 @@ VerboseOpt = Annotated[
     typer.Option(
         "--verbose",
         help="Also what each generation job measured: its server's start-up and queue wait (s), then one line per "
-        "unit: samples, tokens, seconds, samples/s, tokens/s.",
+        "unit: samples, tokens, seconds, samples/s, tokens/s, and requests tried again (a 429, a 5xx, a lost connection).",
     ),
 ]
 
@@ -45,7 +45,7 @@ def figure_lines(figures) -> list[str]:
     ]
     lines += [
         f"    {u.label}: {u.samples} samples, {u.tokens} tokens, {u.seconds:.1f} s, {_rate(u.samples, u.seconds)} "
-        f"samples/s, {_rate(u.tokens, u.seconds)} tokens/s"
+        f"samples/s, {_rate(u.tokens, u.seconds)} tokens/s, {u.retries} retries"
         for u in figures.units
     ]
     return lines
@@ -69,7 +69,7 @@ def register(app: typer.Typer) -> None:
             for job_figures in figures.get(s.name, []):
                 typer.echo("\n".join(figure_lines(job_figures)))
             if s.state == "FAILED":  # why, on stderr: stdout stays one `<job> <STATE>` line per job for scripts
-                report = experiment.why_failed(s.name, lines=6)
+                report = (f"slurm: {s.reason}\n" if s.reason else "") + experiment.why_failed(s.name, lines=6)
                 sys.stdout.flush()
                 typer.echo("".join(f"  {line}\n" for line in report.splitlines()), err=True, nl=False)
 

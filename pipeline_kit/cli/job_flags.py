@@ -54,7 +54,11 @@ class JobFlags:
     ] = None
     sbatch_kwargs: Annotated[
         str | None,
-        typer.Option("--sbatch_kwargs", help='Extra sbatch arguments as JSON, e.g. \'{"qos": "high"}\'.'),
+        typer.Option(
+            "--sbatch_kwargs",
+            help='Extra sbatch arguments as JSON, e.g. \'{"qos": "high"}\'; true is a flag without a value '
+            "('{\"no_requeue\": true}').",
+        ),
     ] = None
     allow_uncommitted: Annotated[
         bool,
@@ -65,7 +69,9 @@ class JobFlags:
     extra_args: tuple[str, ...] = ()  # the ++key=value arguments, passed through to the inner script
     plan: object = None  # `kit plan <command>`: its PlanFlags; the command prints its plan and submits nothing
 
-    def sbatch_dict(self) -> dict[str, str]:
+    def sbatch_dict(self) -> dict[str, str | bool]:
+        """--sbatch_kwargs as sbatch flags: `true` is a flag without a value (`{"no_requeue": true}` is
+        `--no-requeue`), `false` leaves the flag out, anything else is its value as text."""
         if not self.sbatch_kwargs:
             return {}
         try:
@@ -76,7 +82,7 @@ class JobFlags:
             ) from None
         if not isinstance(value, dict):
             raise UserError('--sbatch_kwargs must be a JSON object, e.g. \'{"qos": "high"}\'.')
-        return {str(k): str(v) for k, v in value.items()}
+        return {str(k): v if v is True else str(v) for k, v in value.items() if v is not False}
 
     def options(self, default_name: str):
         """The JobOptions every job builder takes."""

@@ -1,5 +1,5 @@
 """Async requests to an OpenAI-compatible server through LiteLLM: chat or text completion, transient errors
-retried with exponential backoff, a refusal of one request (context length, another 4xx) turned into a per-sample
+retried with exponential backoff (retry.py: a server no connection reaches stops the job), a refusal of one request (context length, another 4xx) turned into a per-sample
 `error` (see refusals.py)."""
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ import contextvars
 import gc
 import json
 import os
-import random
 import sys
 import time
 from dataclasses import dataclass, field
 
+from pipeline_kit.inference import retry
 from pipeline_kit.inference.chat_template import ChatTemplate
 from pipeline_kit.inference.config import GenerateConfig
 from pipeline_kit.inference.refusals import is_transient, refusal, server_message
@@ -162,6 +162,7 @@ class GenerationClient:
         if cfg.server.endpoint == "text":
             self.template = ChatTemplate(cfg.server.chat_template or cfg.server.model)
         self.params = self._params()  # the same for every request of this run
+        self.retries = 0  # requests tried again (retry.py), counted in the job's figures
         self.transient = (
             litellm.APIConnectionError,
             litellm.Timeout,
@@ -261,18 +262,23 @@ class GenerationClient:
         return await self._retried(lambda: self._text(prompt, params))
 
     async def _retried(self, request) -> Completion:
-        """`request()` (a coroutine of text, tokens, finish reason), retried on transient errors; a refusal of this
-        request (context length, another 4xx: then `failed`) is the sample's `error`; one that every request would
-        get (401, 403, 404) is a UserError."""
+        """`request()` (a coroutine of text, tokens, finish reason), retried on transient errors (retry.py: 408, 429,
+        5xx with backoff; a server no connection reaches stops the job after ++server.gone_after seconds); a refusal
+        of this request (context length, another 4xx: then `failed`) is the sample's `error`; one that every request
+        would get (401, 403, 404) is a UserError. Every retry counts in `self.retries` (the job's figures)."""
         start = time.monotonic()
+        server = self.cfg.server
+        reach = retry.reach(server.base_url)
         for attempt in range(self.cfg.max_retries + 1):
             try:
                 text, tokens, finish, logprobs = await request()
+                reach.answered()
                 extra = (
                     {} if logprobs is None else {"mean_logprob": sum(logprobs) / len(logprobs) if logprobs else None}
                 )
                 return Completion(text, tokens, time.monotonic() - start, finish_reason=finish, extra=extra)
             except self.litellm.ContextWindowExceededError as e:
+                reach.answered()
                 error = f"context length exceeded: HTTP {e.status_code}: {server_message(str(e))}"
                 return Completion("", 0, time.monotonic() - start, error=error)
             except Exception as e:  # LiteLLM's HTTP errors share no base class (some are openai's): go by status
@@ -280,15 +286,26 @@ class GenerationClient:
                 if not isinstance(e, self.transient) and not (isinstance(status, int) and is_transient(status)):
                     if not isinstance(status, int) or not 400 <= status < 500:
                         raise
-                    server = self.cfg.server
-                    message = server_message(str(e))
-                    error, failed = refusal(status, message, server.base_url, server.model, server.endpoint)
+                    reach.answered()
+                    error, failed = refusal(status, server_message(str(e)), server.base_url, server.model,
+                                            server.endpoint)  # fmt: skip
                     return Completion("", 0, time.monotonic() - start, error=error, failed=failed)
+                what = f"{type(e).__name__}: {(str(e).splitlines() or [''])[0][:200]}"
+                if retry.no_answer(e):  # refused, reset, closed: no HTTP answer
+                    lost = reach.lost()
+                    if lost >= server.gone_after:
+                        raise ServerError(
+                            f"the server at {server.base_url} is gone: no request reached it for {lost:.0f} s "
+                            f"(++server.gone_after={server.gone_after:g}; last: {what}); a rerun requests only the "
+                            f"missing samples{log_tail(server.server_log)}"
+                        ) from None
+                else:
+                    reach.answered()  # it answered (429, 5xx) or took the request (a timeout): it is there
                 if attempt == self.cfg.max_retries:
                     raise ServerError(
-                        f"the server at {self.cfg.server.base_url} stopped answering ({type(e).__name__} after "
-                        f"{attempt + 1} tries: {str(e).splitlines()[0][:200]}){log_tail(self.cfg.server.server_log)}"
+                        f"the server at {server.base_url} stopped answering ({what}, after {attempt + 1} tries over "
+                        f"{time.monotonic() - start:.0f} s){log_tail(server.server_log)}"
                     ) from None
-            delay = self.cfg.retry_delay * 2**attempt
-            await asyncio.sleep(delay * (0.5 + random.random()))
+            self.retries += 1
+            await asyncio.sleep(retry.backoff(attempt, self.cfg.retry_delay))
         raise AssertionError("unreachable")

@@ -20,6 +20,9 @@ class ServerConfig:
     ready_timeout: float = 600.0  # seconds to wait for the server kit started to answer /v1/models
     external_ready_timeout: float = 20.0  # the same for a server kit did not start (--server_address): it is up or not
     server_log: str | None = None  # the server's log, whose tail is shown when it is not ready or dies
+    # seconds without any request reaching the server (connections refused or reset) after which it counts as gone
+    # and the job stops (inference/retry.py); an answer of any status, a 500 or 429 too, shows it is there
+    gone_after: float = 10.0
     # the server's GPUs per node and nodes (set by kit generate): recorded with the job's measurements, so that
     # figures compare like with like; not part of the .done key (they cannot change the output)
     gpus: int = 0
@@ -58,7 +61,9 @@ class GenerateConfig:
     server: ServerConfig = field(default_factory=ServerConfig)
     inference: InferenceConfig = field(default_factory=InferenceConfig)
     max_concurrent_requests: int = 512
-    max_retries: int = 6  # transient errors (connection, 5xx, 429) are retried with exponential backoff
+    # transient errors (408, 429, 5xx, timeouts) are retried with exponential backoff from retry_delay, capped at
+    # 10 s (inference/retry.py): 8 retries wait 45-68 s in all
+    max_retries: int = 8
     retry_delay: float = 0.5
     request_timeout: float = 3600.0
     chunk_id: int | None = None  # this unit's chunk of the input (0-based) ...

@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pipeline_kit.atomic import remove_stale_temps
+from pipeline_kit.atomic import no_space, remove_stale_temps
 from pipeline_kit.content_digest import file_digest
 from pipeline_kit.errors import UserError
 from pipeline_kit.inference import done_key, unit_files
@@ -60,6 +60,11 @@ class GenerationModel:
         result = await self.client.generate(messages, prefix=prefill)
         result.text = prefill + result.text
         return result
+
+    @property
+    def retries(self) -> int:
+        """Requests of this unit tried again (the job's figures)."""
+        return self.client.retries
 
     async def close(self) -> None:
         await self.client.close()
@@ -213,12 +218,17 @@ def main(argv: list[str] | None = None) -> int:
     except RequestsFailed as e:  # "error: " makes it the cause that kit's job reports show
         print(f"kit generate: error: {e}", file=sys.stderr)
         return 1
-    except ServerError as e:
-        print(f"kit generate: {e}", file=sys.stderr)
+    except ServerError as e:  # not ready, stopped answering, gone (inference/retry.py): with its log's tail
+        print(f"kit generate: error: {e}", file=sys.stderr)
         return 1
     except subprocess.CalledProcessError as e:
         print(f"kit generate: the postprocess command failed with exit code {e.returncode}", file=sys.stderr)
         return 1
+    except OSError as e:
+        if (line := no_space(e)) is None:
+            raise
+        print(f"kit generate: error: {line}", file=sys.stderr)
+        return 2
     if failed:
         first = next(iter(failed.values())).first
         count = sum(t.failed for t in failed.values())

@@ -1,6 +1,7 @@
 """What a generation job measures as it runs (pipeline_kit.measurements' JobFigures): its server's start-up, its
-queue wait, and per unit the samples it requested, the tokens they generated and the seconds they took. The file is
-rewritten once the server answers and after each unit, so a job killed at its wall time keeps what it finished."""
+queue wait, and per unit the samples it requested, the tokens they generated, the seconds they took and the
+requests it tried again. The file is rewritten once the server answers and after each unit, so a job killed at its
+wall time keeps what it finished."""
 
 from __future__ import annotations
 
@@ -91,12 +92,12 @@ class FiguresRecorder:
             self.startup_s = max(0.0, time.time() - self.job_started_at)
         self._write()
 
-    def unit_done(self, output_file: str, samples: int, tokens: int, seconds: float) -> None:
+    def unit_done(self, output_file: str, samples: int, tokens: int, seconds: float, retries: int = 0) -> None:
         """A unit's final file is written: `samples` requested in this job, their `tokens`, `seconds` from its first
-        request."""
+        request, and its `retries` (requests tried again after a 429, a 5xx, a lost connection)."""
         if self.path is None or samples == 0:
             return
-        self.units.append(UnitFigures(unit_label(output_file), samples, tokens, round(seconds, 3)))
+        self.units.append(UnitFigures(unit_label(output_file), samples, tokens, round(seconds, 3), retries))
         if self.ready_at is not None:
             self.generation_s = time.monotonic() - self.ready_at
         self._write()

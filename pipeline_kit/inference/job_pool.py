@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from pipeline_kit.inference import unit_files
+from pipeline_kit.inference import retry, unit_files
 from pipeline_kit.inference.client import job_connection
 from pipeline_kit.inference.config import GenerateConfig
 from pipeline_kit.inference.job_figures import FiguresRecorder
@@ -143,6 +143,7 @@ async def run_units(works: list[UnitWork], api_key: str | None) -> dict[str, Tal
                 timeout = server.ready_timeout if started_here else server.external_ready_timeout
                 waited = await asyncio.to_thread(wait_until_ready, server.base_url, timeout, server.server_log, api_key)
                 say(f"server {server.base_url} ready after {waited:.1f} s")
+                retry.reach(server.base_url).answered()  # (a process's earlier run may have lost it)
                 server_checked = True
                 figures.server_ready()
             unit.model = await task.open_model(work.cfg, api_key)
@@ -172,7 +173,8 @@ async def run_units(works: list[UnitWork], api_key: str | None) -> dict[str, Tal
             await asyncio.to_thread(unit.progress_file.finish, cfg.output_file, count, unit.work.done_key)
         finally:
             unit.progress_file.close()
-        figures.unit_done(cfg.output_file, unit.tally.total, unit.tokens, time.monotonic() - unit.started)
+        retries = getattr(unit.model, "retries", 0)  # a user's generation type may not count them
+        figures.unit_done(cfg.output_file, unit.tally.total, unit.tokens, time.monotonic() - unit.started, retries)
         line = f"wrote {cfg.output_file}: {count} samples, {unit.tally.failed} failed"
         if unit.tally.failed:
             line += f" (first: {unit.tally.first}); not marked done: a rerun requests the failed samples again"

@@ -49,6 +49,10 @@ class MagpieModel:
     async def generate(self, request: tuple[str, list[str], int]):
         return await self.client.complete_text(*request)
 
+    @property
+    def retries(self) -> int:
+        return self.client.retries
+
     async def close(self) -> None:
         await self.client.close()
 

@@ -5,11 +5,10 @@ reward server for --server_type=transformers answers the same shape); the row co
 from __future__ import annotations
 
 import asyncio
-import random
 from dataclasses import dataclass
 
 from pipeline_kit.errors import UserError
-from pipeline_kit.inference import unit_files
+from pipeline_kit.inference import retry, unit_files
 from pipeline_kit.inference.config import GenerateConfig
 from pipeline_kit.inference.prompts import PromptConfig, split_prefill
 from pipeline_kit.inference.refusals import is_transient, refusal, server_message
@@ -127,15 +126,19 @@ class RewardClient:
         connector = aiohttp.TCPConnector(limit=cfg.max_concurrent_requests)
         self._session = aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(cfg.request_timeout))
         self._transient = (aiohttp.ClientConnectionError, asyncio.TimeoutError)
+        self.retries = 0  # requests tried again, counted in the job's figures
 
     async def close(self) -> None:
         await self._session.close()
 
     async def generate(self, messages: list[dict]) -> Score:
+        """One score, retried like a generation request (retry.py)."""
         body = request_body(self.cfg.server.model, messages)
+        reach = retry.reach(self.cfg.server.base_url)
         for attempt in range(self.cfg.max_retries + 1):
             try:
                 async with self._session.post(self.url, json=body, headers=self.headers) as resp:
+                    reach.answered()
                     text = await resp.text()
                     if resp.status == 200:
                         return Score(single_score(await resp.json(content_type=None), self.url))
@@ -144,12 +147,19 @@ class RewardClient:
                     problem = f"HTTP {resp.status}: {text[:200]}"
             except self._transient as e:
                 problem = f"{type(e).__name__}: {str(e)[:200]}"
+                lost = reach.lost() if retry.no_answer(e) else 0.0
+                if lost >= self.cfg.server.gone_after:
+                    raise ServerError(
+                        f"the server at {self.url} is gone: no request reached it for {lost:.0f} s (last: {problem}); "
+                        f"a rerun requests only the missing samples{log_tail(self.cfg.server.server_log)}"
+                    ) from None
             if attempt == self.cfg.max_retries:
                 raise ServerError(
                     f"the server at {self.url} stopped answering ({problem} after {attempt + 1} tries)"
                     f"{log_tail(self.cfg.server.server_log)}"
                 )
-            await asyncio.sleep(self.cfg.retry_delay * 2**attempt * (0.5 + random.random()))
+            self.retries += 1
+            await asyncio.sleep(retry.backoff(attempt, self.cfg.retry_delay))
         raise AssertionError("unreachable")
 
     def _refused(self, status: int, text: str) -> Score:

@@ -79,8 +79,19 @@ class InProgress:
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
 
     def add(self, position: int, sample: dict, failed: bool = False) -> None:
+        """Append one sample's line. A line the disk has no room for is cut off again (the OSError names the file),
+        so the file ends on a whole line and the sample counts as not done."""
         sample = {POSITION_KEY: position, **({FAILED_KEY: True} if failed else {}), **sample}
-        os.write(self._fd, (json.dumps(sample, ensure_ascii=False) + "\n").encode())  # one write: O_APPEND
+        data = (json.dumps(sample, ensure_ascii=False) + "\n").encode()
+        written = 0
+        try:
+            while written < len(data):  # one write (O_APPEND); a full disk takes what fits, then refuses the rest
+                written += os.write(self._fd, data[written:])
+        except OSError as e:
+            if written:
+                os.ftruncate(self._fd, os.fstat(self._fd).st_size - written)
+            e.filename = str(self.path)
+            raise
         self.samples[position] = sample
 
     def finish(self, final: str | Path, count: int, key: dict[str, object]) -> None:

@@ -20,7 +20,7 @@ class JobOptions:
     expname: str
     partition: str | None = None
     time_min: str | None = None
-    sbatch_kwargs: dict[str, str] = field(default_factory=dict)
+    sbatch_kwargs: dict[str, str | bool] = field(default_factory=dict)
     after: list[Job] = field(default_factory=list)
     run_after: list[str] = field(default_factory=list)
     dependent_jobs: int = 0

@@ -129,14 +129,17 @@ class Experiment:
     def failures(self, lines: int = 20) -> list[JobFailure]:
         """The jobs that ended without succeeding (by the states last seen; call status() or wait() first to
         refresh them), each with why (`lines` of its report at most)."""
-        units = {}
+        found = {}
         if any(state == "FAILED" for state in self.states.values()):
-            units = {s.name: s.failed_units for s in monitor.experiment_status(self.cluster, self._record())}
-        return [
-            JobFailure(job, state, self.why_failed(job, lines) or _NO_REPORT.get(state, ""), units.get(job, {}))
-            for job, state in self.states.items()
-            if state in FINAL and state != "SUCCEEDED"
-        ]
+            found = {s.name: s for s in monitor.experiment_status(self.cluster, self._record())}
+        failures = []
+        for job, state in self.states.items():
+            if state in FINAL and state != "SUCCEEDED":
+                status = found.get(job)
+                slurm = f"slurm: {status.reason}\n" if status is not None and status.reason else ""  # NODE_FAIL, ...
+                why = slurm + self.why_failed(job, lines) or _NO_REPORT.get(state, "")
+                failures.append(JobFailure(job, state, why, status.failed_units if status is not None else {}))
+        return failures
 
     def why_failed(self, job: str, lines: int = 20) -> str:
         """Why a job failed, as kit found it: its kit.log (the failing command or service, its exit code and its

@@ -39,6 +39,36 @@ _SLURM = {
     "CANCELLED": "CANCELLED",
     "REVOKED": "CANCELLED",
 }  # everything else (FAILED, TIMEOUT, OUT_OF_MEMORY, NODE_FAIL, BOOT_FAIL, DEADLINE, PREEMPTED) is FAILED
+# the Slurm states that end a job without its script failing, and what each means for the user
+SLURM_FAILURES = {
+    "NODE_FAIL": "its node failed (Slurm lost contact with the node's slurmd)",
+    "BOOT_FAIL": "its node failed to boot",
+    "TIMEOUT": "it reached its time limit",
+    "OUT_OF_MEMORY": "it ran out of memory",
+    "DEADLINE": "it reached its deadline",
+    "PREEMPTED": "a job of higher priority preempted it",
+}
+
+
+class SlurmFailure(str):
+    """The state FAILED (it equals "FAILED") of a job that Slurm ended: `word` is Slurm's state (NODE_FAIL, TIMEOUT,
+    ...), `describe()` the state with what happened, as `kit status` shows it."""
+
+    word: str
+
+    def __new__(cls, word: str) -> SlurmFailure:
+        state = super().__new__(cls, "FAILED")
+        state.word = word
+        return state
+
+    def describe(self) -> str:
+        return f"FAILED ({self.word}: {SLURM_FAILURES[self.word]})"
+
+
+def describe(state: str) -> str:
+    """A state as `kit status` shows it: FAILED with Slurm's reason where Slurm ended the job."""
+    return state.describe() if isinstance(state, SlurmFailure) else state
+
 
 _STATE_NAMES = {
     "SUCCEEDED": "SUCCEEDED",
@@ -60,7 +90,8 @@ def app_state_name(state) -> str:
 class JobStatus:
     name: str
     state: str
-    failed_units: dict[int, str] = field(default_factory=dict)
+    failed_units: dict[int, str] = field(default_factory=dict)  # unit -> its state, with Slurm's reason (describe)
+    reason: str = ""  # why Slurm ended the job (a SlurmFailure's describe()), '' when its own script decided
 
 
 def combine(states: list[str]) -> str:
@@ -75,7 +106,8 @@ def combine(states: list[str]) -> str:
 
 def slurm_rows(cluster: ClusterConfig, ids: list[str]) -> dict[str, str]:
     """sacct JobID → kit state, for every allocation of the given jobs (array elements `ID_N`, pending or
-    cancelled-while-pending array ranges `ID_[0-7%2]`, het components `ID+N`)."""
+    cancelled-while-pending array ranges `ID_[0-7%2]`, het components `ID+N`); a state that Slurm ended the job in
+    (NODE_FAIL, TIMEOUT, ...) is a SlurmFailure, FAILED with the reason."""
     if not ids:
         return {}
     cmd = f"sacct -n -P -X -j {','.join(ids)} -o JobID,State"
@@ -84,7 +116,7 @@ def slurm_rows(cluster: ClusterConfig, ids: list[str]) -> dict[str, str]:
     for line in out.splitlines():
         job_id, _, state = line.partition("|")
         word = state.split()[0] if state.strip() else "PENDING"
-        rows[job_id] = _SLURM.get(word, "FAILED")
+        rows[job_id] = SlurmFailure(word) if word in SLURM_FAILURES else _SLURM.get(word, "FAILED")
     return rows
 
 
@@ -139,8 +171,9 @@ def _slurm_status(cluster: ClusterConfig, job: JobRecord, rows: dict[str, str]) 
         if len(units) < job.array_size:  # accounting lags behind: units not listed yet are still to come
             states.append("PENDING" if not units and all(v == "PENDING" for v in other) else "RUNNING")
         # the units that ran and did not succeed (a bracket row's units never started: CANCELLED there is not listed)
-        failed = {i: v for i, v in units.items() if v == "FAILED" or (v == "CANCELLED" and i in own)}
-        return JobStatus(job.name, combine(states), failed)
+        failed = {i: describe(v) for i, v in units.items() if v == "FAILED" or (v == "CANCELLED" and i in own)}
+        reasons = [f"unit {i}: {describe(v)}" for i, v in sorted(units.items()) if isinstance(v, SlurmFailure)]
+        return JobStatus(job.name, combine(states), failed, "; ".join(reasons))
     states: list[str] = []
     for base in job.slurm_ids:
         mine = _rows_of(base, rows)
@@ -148,7 +181,8 @@ def _slurm_status(cluster: ClusterConfig, job: JobRecord, rows: dict[str, str]) 
             states.append(mine["+0"])
         else:
             states.extend(mine.values())
-    return JobStatus(job.name, combine(states))
+    reason = next((describe(v) for v in states if isinstance(v, SlurmFailure)), "")
+    return JobStatus(job.name, combine(states), reason=reason)
 
 
 def local_outcome(record: ExperimentRecord, job: JobRecord) -> str | None:

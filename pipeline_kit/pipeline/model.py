@@ -88,7 +88,7 @@ class HardwareConfig:
     num_tasks: int | None = None  # per node
     exclusive: bool = False
     time_min: str | None = None
-    sbatch_kwargs: dict[str, str] = field(default_factory=dict)
+    sbatch_kwargs: dict[str, str | bool] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.time_min is not None:
