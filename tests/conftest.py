@@ -358,3 +358,30 @@ def slurm_train_config(configs) -> Path:
     env = {"KIT_TRAIN_PYTHON": BIN / "python", "KIT_SERVER_PYTHON": SERVICES["KIT_TEST_HF_PYTHON"], **TRAIN_ENV}
     return configs("slurm", "executor: slurm\njob_dir: JOB_DIR\naccount: root\npartition: debug\nenv_vars:\n"
                    + "".join(f"  - {k}={v}\n" for k, v in env.items()))  # fmt: skip
+
+
+# ---- shared expensive fixtures (issue 31 part 8: the suite's time) ------------------------------------------------
+# One CPU vLLM server of the tiny model on executor none, started once per session with `kit start_server` and
+# used by every test that needs a served model but does not test the start-up itself (test_vllm_tir_magpie.py,
+# the text-endpoint half of test_generate_vllm.py). Tests run one at a time, so each reads the server's request
+# counts as differences; a test must not stop or reconfigure it.
+
+
+@pytest.fixture(scope="session")
+def shared_vllm(tmp_path_factory):
+    """(cluster flags of executor none, server flags, the running ForegroundServer) of the session's vLLM server."""
+    from foreground_server import ForegroundServer  # imports this module: only once it is loaded
+
+    need("KIT_TEST_VLLM_PYTHON", "the vLLM venv and tiny model (tests/services/models_up.sh)")
+    root = tmp_path_factory.mktemp("shared-vllm")
+    (root / "configs").mkdir()
+    yaml = cluster_yaml("none", SERVICES["KIT_TEST_VLLM_PYTHON"]).replace("JOB_DIR", str(root / "jobs"))
+    (root / "configs" / "local.yaml").write_text(yaml)
+    cluster = ["--cluster=local", f"--config_dir={root / 'configs'}"]
+    model = ["--server_type=vllm", f"--model={SERVICES['KIT_TEST_TINY_MODEL']}"]
+    server = ForegroundServer(root, *cluster, *model, VLLM_ARGS)
+    yield cluster, model, server
+    assert server.interrupt() == 130
+
+
+# ---- end of the shared expensive fixtures ----------------------------------------------------------------------------

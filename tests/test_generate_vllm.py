@@ -42,7 +42,9 @@ def generate(kit, cluster: list[str], tmp_path: Path, n: int, *flags: str, timeo
     return kit("generate", *cluster, *io, "++inference.tokens_to_generate=12", *flags, timeout=timeout), out
 
 
-def test_generate_through_vllm_on_none(kit, configs, models, tmp_path):
+def test_generate_through_vllm_on_none(kit, configs, models, shared_vllm, tmp_path):
+    """kit starts vLLM for the run (chat endpoint, 2 chunks x 2 seeds, log-probabilities); then the text endpoint
+    against the session's shared vLLM server (one start-up fewer: the start-up was checked by the first run)."""
     d = configs("local", cluster_yaml("none", models["KIT_TEST_VLLM_PYTHON"]))
     cluster = ["--cluster=local", f"--config_dir={d}"]
     server = ["--server_type=vllm", f"--model={models['KIT_TEST_TINY_MODEL']}", VLLM_ARGS]
@@ -56,8 +58,9 @@ def test_generate_through_vllm_on_none(kit, configs, models, tmp_path):
     assert "server.log" in logs and "client.log" in logs
 
     # text completions: the client renders the model's chat template (vLLM only sees the prompt text)
-    text, _ = generate(kit, cluster, tmp_path, 24, *server, "--expname=text", "++server.endpoint=text",
-                       "++inference.logprobs=true")  # fmt: skip
+    shared_cluster, shared_model, shared_server = shared_vllm
+    text, _ = generate(kit, shared_cluster, tmp_path, 24, *shared_model, f"--server_address={shared_server.url}",
+                       "--expname=text", "++server.endpoint=text", "++inference.logprobs=true")  # fmt: skip
     assert text.returncode == 0, text.stdout + text.stderr
     check_answers(got := rows(out / "output.jsonl"), 24)
     assert all(-20 < r["mean_logprob"] <= 0 for r in got), got
@@ -90,7 +93,7 @@ def test_auto_packing_on_slurm_measures_packs_and_resumes_exactly(kit, configs, 
     assert re.search(r"start-up \d+\.\d s, queue wait \d+\.\d s", measured), measured
     assert re.search(r"greedy: 16 samples, \d+ tokens", measured), measured
 
-    n, chunks = 200, 20
+    n, chunks = 100, 20  # 5 samples a unit: 40 units as before, half the samples to generate (200 -> 100 problems)
     inp, out = addition_problems(tmp_path / "in.jsonl", n), tmp_path / "out"
     flags = [*server, f"--input_file={inp}", f"--output_dir={out}", "++prompt_config=generic/math",
              "++inference.tokens_to_generate=12", slow, f"--num_chunks={chunks}", "--num_random_seeds=2",
