@@ -169,7 +169,9 @@ def test_kit_of_a_venv_not_on_path_serves_with_its_own_python(configs, models, u
 def test_transformers_server_samples_by_seed_with_requests_in_flight(kit, configs, models, tmp_path):
     """The tiny model's generation_config.json has do_sample false, which `transformers serve` alone keeps at any
     temperature. At temperature 1.0 two seeds give different samples, and a seed gives its samples again with 8
-    requests in flight; at temperature 0, or with top_k=1, every seed gives the greedy answers."""
+    requests in flight; at temperature 0, or with top_k=1, every seed gives the greedy answers.
+    Then `kill` of the foreground `kit start_server` acts like Ctrl-C: the server process ends, its port is free
+    (checked on this test's server, which saves the start-up of one of its own)."""
     cluster = [
         "--cluster=local",
         f"--config_dir={configs('local', cluster_yaml('none', models['KIT_TEST_HF_PYTHON']))}",
@@ -191,10 +193,19 @@ def test_transformers_server_samples_by_seed_with_requests_in_flight(kit, config
         greedy = generations("greedy", "--num_random_seeds=2")
         top_1 = generations("top_1", "--num_random_seeds=2", "++inference.temperature=1.0", "++inference.top_k=1")
     finally:
-        assert server.interrupt() == 130
+        port = server.url.rsplit(":", 1)[1].split("/")[0]
+        assert server.interrupt(signal.SIGTERM) in (130, 143)
     assert sampled[0] != sampled[1], sampled
     assert again[0] == sampled[0], (again, sampled)
     assert greedy[0] == greedy[1] == top_1[0] == top_1[1], (greedy, top_1)
+    deadline = time.time() + 15
+    while subprocess.run(["bash", "-c", f"ss -Hltn 'sport = :{port}' | grep -q ."]).returncode == 0:
+        assert time.time() < deadline, "the server still listens after SIGTERM"
+        time.sleep(0.3)
+    left = subprocess.run(
+        ["pgrep", "-f", f"pipeline_kit.servers.transformers_serve .* --port {port}"], capture_output=True, text=True
+    )
+    assert not left.stdout.strip(), left.stdout
 
 
 def test_vllm_that_fails_at_start_is_reported_with_its_root_cause(kit, configs, models, tmp_path):
@@ -213,23 +224,6 @@ def test_vllm_that_fails_at_start_is_reported_with_its_root_cause(kit, configs, 
     )
     logs = kit("logs", "--cluster=local", f"--config_dir={d}", "oom").stdout
     assert why[1] in logs
-
-
-def test_start_server_stops_on_sigterm(configs, models, tmp_path):
-    """`kill` of a foreground `kit start_server` acts like Ctrl-C: the server process ends, its port is free."""
-    d = configs("local", cluster_yaml("none", models["KIT_TEST_HF_PYTHON"]))
-    model = f"--model={models['KIT_TEST_TINY_MODEL']}"
-    server = ForegroundServer(tmp_path, "--cluster=local", f"--config_dir={d}", "--server_type=transformers", model)
-    port = server.url.rsplit(":", 1)[1].split("/")[0]
-    assert server.interrupt(signal.SIGTERM) in (130, 143)
-    deadline = time.time() + 15
-    while subprocess.run(["bash", "-c", f"ss -Hltn 'sport = :{port}' | grep -q ."]).returncode == 0:
-        assert time.time() < deadline, "the server still listens after SIGTERM"
-        time.sleep(0.3)
-    left = subprocess.run(
-        ["pgrep", "-f", f"pipeline_kit.servers.transformers_serve .* --port {port}"], capture_output=True, text=True
-    )
-    assert not left.stdout.strip(), left.stdout
 
 
 @pytest.mark.slurm
