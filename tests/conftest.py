@@ -379,7 +379,8 @@ def shared_vllm(tmp_path_factory):
     (root / "configs" / "local.yaml").write_text(yaml)
     cluster = ["--cluster=local", f"--config_dir={root / 'configs'}"]
     model = ["--server_type=vllm", f"--model={SERVICES['KIT_TEST_TINY_MODEL']}"]
-    server = ForegroundServer(root, *cluster, *model, VLLM_ARGS)
+    # several tests depend on this one start-up: allow it twice the usual time (it took 187-214 s at load 18)
+    server = ForegroundServer(root, *cluster, *model, VLLM_ARGS, timeout=480)
     yield cluster, model, server
     assert server.interrupt() == 130
 
