@@ -358,3 +358,64 @@ def slurm_train_config(configs) -> Path:
     env = {"KIT_TRAIN_PYTHON": BIN / "python", "KIT_SERVER_PYTHON": SERVICES["KIT_TEST_HF_PYTHON"], **TRAIN_ENV}
     return configs("slurm", "executor: slurm\njob_dir: JOB_DIR\naccount: root\npartition: debug\nenv_vars:\n"
                    + "".join(f"  - {k}={v}\n" for k, v in env.items()))  # fmt: skip
+
+
+# ---- shared expensive fixtures (issue 31 part 8: the suite's time) ------------------------------------------------
+# One CPU vLLM server of the tiny model on executor none, started once per session with `kit start_server` and
+# used by every test that needs a served model but does not test the start-up itself (test_vllm_tir_magpie.py,
+# the text-endpoint half of test_generate_vllm.py's vLLM-on-none test, test_genselect.py's real-model test). Tests
+# run one at a time, so each reads the server's request counts as differences; a test must not stop or reconfigure
+# it. Idle it uses no CPU but ~2.7 GB of memory, so its users run one after another (moved to where the first one
+# is) and it stops after the last of them.
+
+_SHARED_VLLM: dict = {}  # "server": the running ForegroundServer; "last": the node id of its last user
+
+
+@pytest.fixture(scope="session")
+def shared_vllm(tmp_path_factory):
+    """(cluster flags of executor none, server flags, the running ForegroundServer) of the session's vLLM server."""
+    from foreground_server import ForegroundServer  # imports this module: only once it is loaded
+
+    need("KIT_TEST_VLLM_PYTHON", "the vLLM venv and tiny model (tests/services/models_up.sh)")
+    root = tmp_path_factory.mktemp("shared-vllm")
+    (root / "configs").mkdir()
+    yaml = cluster_yaml("none", SERVICES["KIT_TEST_VLLM_PYTHON"]).replace("JOB_DIR", str(root / "jobs"))
+    (root / "configs" / "local.yaml").write_text(yaml)
+    cluster = ["--cluster=local", f"--config_dir={root / 'configs'}"]
+    model = ["--server_type=vllm", f"--model={SERVICES['KIT_TEST_TINY_MODEL']}"]
+    # several tests depend on this one start-up: allow it twice the usual time (it took 187-214 s at load 18)
+    _SHARED_VLLM["server"] = ForegroundServer(root, *cluster, *model, VLLM_ARGS, timeout=480)
+    yield cluster, model, _SHARED_VLLM["server"]
+    stop_shared_vllm()
+
+
+def stop_shared_vllm() -> None:
+    server = _SHARED_VLLM.pop("server", None)
+    if server is not None:
+        assert server.interrupt() == 130
+
+
+def uses_shared_vllm(item) -> bool:
+    return "shared_vllm" in getattr(item, "fixturenames", ())
+
+
+def pytest_collection_modifyitems(config, items):
+    """The tests of the shared vLLM server run one after another, from where the first of them is."""
+    users = [item for item in items if uses_shared_vllm(item)]
+    if users:
+        first = items.index(users[0])
+        others = [item for item in items if not uses_shared_vllm(item)]
+        items[:] = others[:first] + users + others[first:]
+
+
+def pytest_collection_finish(session):
+    users = [item.nodeid for item in session.items if uses_shared_vllm(item)]
+    _SHARED_VLLM["last"] = users[-1] if users else None
+
+
+def pytest_runtest_teardown(item, nextitem):
+    if item.nodeid == _SHARED_VLLM.get("last"):
+        stop_shared_vllm()  # no later test needs it
+
+
+# ---- end of the shared expensive fixtures ----------------------------------------------------------------------------

@@ -42,7 +42,9 @@ def generate(kit, cluster: list[str], tmp_path: Path, n: int, *flags: str, timeo
     return kit("generate", *cluster, *io, "++inference.tokens_to_generate=12", *flags, timeout=timeout), out
 
 
-def test_generate_through_vllm_on_none(kit, configs, models, tmp_path):
+def test_generate_through_vllm_on_none(kit, configs, models, shared_vllm, tmp_path):
+    """kit starts vLLM for the run (chat endpoint, 2 chunks x 2 seeds, log-probabilities); then the text endpoint
+    against the session's shared vLLM server (one start-up fewer: the start-up was checked by the first run)."""
     d = configs("local", cluster_yaml("none", models["KIT_TEST_VLLM_PYTHON"]))
     cluster = ["--cluster=local", f"--config_dir={d}"]
     server = ["--server_type=vllm", f"--model={models['KIT_TEST_TINY_MODEL']}", VLLM_ARGS]
@@ -56,8 +58,9 @@ def test_generate_through_vllm_on_none(kit, configs, models, tmp_path):
     assert "server.log" in logs and "client.log" in logs
 
     # text completions: the client renders the model's chat template (vLLM only sees the prompt text)
-    text, _ = generate(kit, cluster, tmp_path, 24, *server, "--expname=text", "++server.endpoint=text",
-                       "++inference.logprobs=true")  # fmt: skip
+    shared_cluster, shared_model, shared_server = shared_vllm
+    text, _ = generate(kit, shared_cluster, tmp_path, 24, *shared_model, f"--server_address={shared_server.url}",
+                       "--expname=text", "++server.endpoint=text", "++inference.logprobs=true")  # fmt: skip
     assert text.returncode == 0, text.stdout + text.stderr
     check_answers(got := rows(out / "output.jsonl"), 24)
     assert all(-20 < r["mean_logprob"] <= 0 for r in got), got
@@ -90,7 +93,7 @@ def test_auto_packing_on_slurm_measures_packs_and_resumes_exactly(kit, configs, 
     assert re.search(r"start-up \d+\.\d s, queue wait \d+\.\d s", measured), measured
     assert re.search(r"greedy: 16 samples, \d+ tokens", measured), measured
 
-    n, chunks = 200, 20
+    n, chunks = 100, 20  # 5 samples a unit: 40 units as before, half the samples to generate (200 -> 100 problems)
     inp, out = addition_problems(tmp_path / "in.jsonl", n), tmp_path / "out"
     flags = [*server, f"--input_file={inp}", f"--output_dir={out}", "++prompt_config=generic/math",
              "++inference.tokens_to_generate=12", slow, f"--num_chunks={chunks}", "--num_random_seeds=2",
@@ -166,7 +169,9 @@ def test_kit_of_a_venv_not_on_path_serves_with_its_own_python(configs, models, u
 def test_transformers_server_samples_by_seed_with_requests_in_flight(kit, configs, models, tmp_path):
     """The tiny model's generation_config.json has do_sample false, which `transformers serve` alone keeps at any
     temperature. At temperature 1.0 two seeds give different samples, and a seed gives its samples again with 8
-    requests in flight; at temperature 0, or with top_k=1, every seed gives the greedy answers."""
+    requests in flight; at temperature 0, or with top_k=1, every seed gives the greedy answers.
+    Then `kill` of the foreground `kit start_server` acts like Ctrl-C: the server process ends, its port is free
+    (checked on this test's server, which saves the start-up of one of its own)."""
     cluster = [
         "--cluster=local",
         f"--config_dir={configs('local', cluster_yaml('none', models['KIT_TEST_HF_PYTHON']))}",
@@ -188,10 +193,19 @@ def test_transformers_server_samples_by_seed_with_requests_in_flight(kit, config
         greedy = generations("greedy", "--num_random_seeds=2")
         top_1 = generations("top_1", "--num_random_seeds=2", "++inference.temperature=1.0", "++inference.top_k=1")
     finally:
-        assert server.interrupt() == 130
+        port = server.url.rsplit(":", 1)[1].split("/")[0]
+        assert server.interrupt(signal.SIGTERM) in (130, 143)
     assert sampled[0] != sampled[1], sampled
     assert again[0] == sampled[0], (again, sampled)
     assert greedy[0] == greedy[1] == top_1[0] == top_1[1], (greedy, top_1)
+    deadline = time.time() + 15
+    while subprocess.run(["bash", "-c", f"ss -Hltn 'sport = :{port}' | grep -q ."]).returncode == 0:
+        assert time.time() < deadline, "the server still listens after SIGTERM"
+        time.sleep(0.3)
+    left = subprocess.run(
+        ["pgrep", "-f", f"pipeline_kit.servers.transformers_serve .* --port {port}"], capture_output=True, text=True
+    )
+    assert not left.stdout.strip(), left.stdout
 
 
 def test_vllm_that_fails_at_start_is_reported_with_its_root_cause(kit, configs, models, tmp_path):
@@ -210,23 +224,6 @@ def test_vllm_that_fails_at_start_is_reported_with_its_root_cause(kit, configs, 
     )
     logs = kit("logs", "--cluster=local", f"--config_dir={d}", "oom").stdout
     assert why[1] in logs
-
-
-def test_start_server_stops_on_sigterm(configs, models, tmp_path):
-    """`kill` of a foreground `kit start_server` acts like Ctrl-C: the server process ends, its port is free."""
-    d = configs("local", cluster_yaml("none", models["KIT_TEST_HF_PYTHON"]))
-    model = f"--model={models['KIT_TEST_TINY_MODEL']}"
-    server = ForegroundServer(tmp_path, "--cluster=local", f"--config_dir={d}", "--server_type=transformers", model)
-    port = server.url.rsplit(":", 1)[1].split("/")[0]
-    assert server.interrupt(signal.SIGTERM) in (130, 143)
-    deadline = time.time() + 15
-    while subprocess.run(["bash", "-c", f"ss -Hltn 'sport = :{port}' | grep -q ."]).returncode == 0:
-        assert time.time() < deadline, "the server still listens after SIGTERM"
-        time.sleep(0.3)
-    left = subprocess.run(
-        ["pgrep", "-f", f"pipeline_kit.servers.transformers_serve .* --port {port}"], capture_output=True, text=True
-    )
-    assert not left.stdout.strip(), left.stdout
 
 
 @pytest.mark.slurm

@@ -6,10 +6,9 @@ largest \\boxed number); once against the real tiny model; and bad inputs as one
 from __future__ import annotations
 
 import json
-import sys
 
 import pytest
-from conftest import SERVICES, need, problems, rows
+from conftest import problems, rows
 
 from pipeline_kit.inference.genselect import prompt_messages
 from pipeline_kit.inference.prompts import load_prompt_config
@@ -244,22 +243,17 @@ def test_kit_select_genselect_says_how_to_run_it(kit, tmp_path):
 
 
 @pytest.mark.models
-def test_real_tiny_model_falls_back_and_writes_well_formed_picks(kit, configs, tmp_path):
-    need("KIT_TEST_HF_PYTHON", "the transformers venv and tiny model (tests/services/models_up.sh)")
-    env = [
-        f"KIT_SERVER_PYTHON={SERVICES['KIT_TEST_HF_PYTHON']}",
-        f"KIT_CLIENT_PYTHON={sys.executable}",
-        "HF_HUB_OFFLINE=1",
-    ]
-    yaml = "executor: none\njob_dir: JOB_DIR\nenv_vars:\n" + "".join(f"  - {e}\n" for e in env)
-    cluster = ["--cluster=local", f"--config_dir={configs('local', yaml)}"]
+def test_real_tiny_model_falls_back_and_writes_well_formed_picks(kit, shared_vllm, tmp_path):
+    """Against the session's shared vLLM server of the tiny model (conftest's `shared_vllm`: no start-up of its own;
+    what is tested is the genselect generation, not the server)."""
+    cluster, model, server = shared_vllm
     runs = {f"q{i}": [f"\\boxed{{{(i + s) % 3}}}" for s in range(3)] for i in range(3)}
     write_runs(tmp_path / "runs", runs, seeds=3)
-    model = ["--server_type=transformers", f"--model={SERVICES['KIT_TEST_TINY_MODEL']}"]
     io = [f"--output_dir={tmp_path / 'out'}", "++generation_type=genselect", f"++input_dir={tmp_path / 'runs'}"]
     res = kit(
-        "generate", *cluster, *model, *io, "++genselect.window=2", "++inference.tokens_to_generate=8", timeout=600
-    )
+        "generate", *cluster, *model, f"--server_address={server.url}", "--expname=genselect", *io,
+        "++genselect.window=2", "++inference.tokens_to_generate=8", timeout=600,
+    )  # fmt: skip
     assert res.returncode == 0, res.stdout + res.stderr
     picked = rows(tmp_path / "out" / "output.jsonl")
     assert [r["id"] for r in picked] == list(runs)

@@ -3,7 +3,8 @@ requests go to vLLM, the sandbox (`--with_sandbox`) runs the code, its output is
 in the same assistant turn, on the chat endpoint (continue_final_message) and on the text endpoint (the client
 renders the chat template and appends the answer so far). Then the same run on the local Slurm, each part in a
 pyxis container. And Magpie's pre-query generation (`++generation_type=magpie`) against vLLM's text endpoint,
-through a proxy that logs what kit sent. One vLLM server (`kit start_server`) serves the module's tests on none.
+through a proxy that logs what kit sent. One vLLM server (`kit start_server`, conftest's session-wide
+`shared_vllm`) serves the module's tests on none.
 
 The tiny model only ever answers `\\boxed{N}`, so the prompt config's `assistant_prefix` (a prefill) opens the code
 block: the model's own continuation (its `\\boxed{N}`) lands in a Python comment after `print(a + b)`; the model ends
@@ -23,7 +24,6 @@ from pathlib import Path
 
 import pytest
 from conftest import SERVICES, VLLM_ARGS, cluster_yaml, need, rows
-from foreground_server import ForegroundServer
 
 from pipeline_kit.inference.chat_template import ChatTemplate
 from pipeline_kit.inference.magpie import row_seed
@@ -42,20 +42,6 @@ PROMPT = (
 def models():
     need("KIT_TEST_VLLM_PYTHON", "the vLLM venv and tiny model (tests/services/models_up.sh)")
     return SERVICES
-
-
-@pytest.fixture(scope="module")
-def local_vllm(models, tmp_path_factory):
-    """(cluster flags of executor none, server flags, the running vLLM server) for the module's tests on none."""
-    root = tmp_path_factory.mktemp("vllm")
-    (root / "configs").mkdir()
-    yaml = cluster_yaml("none", models["KIT_TEST_VLLM_PYTHON"]).replace("JOB_DIR", str(root / "jobs"))
-    (root / "configs" / "local.yaml").write_text(yaml)
-    cluster = ["--cluster=local", f"--config_dir={root / 'configs'}"]
-    model = ["--server_type=vllm", f"--model={models['KIT_TEST_TINY_MODEL']}"]
-    server = ForegroundServer(root, *cluster, *model, VLLM_ARGS)
-    yield cluster, model, server
-    assert server.interrupt() == 130
 
 
 class LoggingProxy:
@@ -138,8 +124,8 @@ def check_tir_records(records: list[dict], n: int) -> None:
     assert continued >= 0.9 * n, [r["generation"] for r in records]  # the model wrote after the output block
 
 
-def test_tir_against_vllm_on_the_chat_and_text_endpoints(kit, local_vllm, tmp_path):
-    cluster, model, server = local_vllm
+def test_tir_against_vllm_on_the_chat_and_text_endpoints(kit, shared_vllm, tmp_path):
+    cluster, model, server = shared_vllm
     n = 8
     problems, prompt = addition_inputs(tmp_path, n)
     for endpoint, handler in (("chat", "/v1/chat/completions"), ("text", "/v1/completions")):
@@ -194,10 +180,10 @@ def test_tir_against_vllm_on_slurm_in_containers(kit, configs, models, tmp_path)
     assert server_log.count('"POST /v1/chat/completions HTTP/1.1" 200') == 2 * n  # the code, the continued turn
 
 
-def test_magpie_pre_query_generation_against_vllm(kit, local_vllm, models, tmp_path):
+def test_magpie_pre_query_generation_against_vllm(kit, shared_vllm, models, tmp_path):
     """Each row's request is a text completion of the tiny model's template cut where the user's text would start,
     stopped at the end of the user turn, with the row's own seed; the problems come back, one per row, counted."""
-    cluster, model, server = local_vllm
+    cluster, model, server = shared_vllm
     systems = ["You are a helpful assistant for algebra.", "You are a helpful assistant for number theory.", ""]
     requests = tmp_path / "requests.jsonl"
     requests.write_text("".join(json.dumps({"id": f"r{i}", "system": s}) + "\n" for i, s in enumerate(systems * 2)))
