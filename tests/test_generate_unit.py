@@ -199,7 +199,11 @@ def test_context_length_error_is_recorded_and_the_rest_goes_on(stub, tmp_path):
     "content, overrides, needles",
     [
         ('{"problem": "a"}\n{"problem": \n', [], ["in.jsonl:2", "not valid JSON"]),
-        ('{"question": "a"}\n', ["++prompt_config=generic/math"], ["in.jsonl:1", "'problem'", "prompt config generic/math"]),
+        (
+            '{"question": "a"}\n',
+            ["++prompt_config=generic/math"],
+            ["in.jsonl:1", "'problem'", "prompt config generic/math"],
+        ),
         ('{"problem": "a"}\n', ["++inference.temprature=0.5"], ["++inference.temprature", "temperature"]),
         ('{"problem": "a"}\n', ["++prompt_config=generic/nope"], ["generic/nope", "generic/math"]),
         ('{"problem": "a"}\n', ["++server.api_key_env=KIT_NO_SUCH_KEY"], ["KIT_NO_SUCH_KEY", "not set"]),
