@@ -354,7 +354,11 @@ def test_slurmd_killed_under_an_array_element_fails_it_with_node_fail_and_the_re
     (`--no-requeue`: by default Slurm requeues it, and the requeued run resumes the same way), which `kit status`
     shows with its reason; once the node is back, a rerun requests exactly the samples that are missing."""
     need("SLURM_CONF", "the local Slurm cluster")
-    others = subprocess.run(["squeue", "-h", "-o", "%i %j"], capture_output=True, text=True).stdout.strip()
+    deadline = time.time() + 180  # the suite's earlier Slurm jobs (cancelled ones included) may still be ending
+    while others := subprocess.run(["squeue", "-h", "-o", "%i %j"], capture_output=True, text=True).stdout.strip():
+        if time.time() > deadline:
+            break
+        time.sleep(2)
     if others:
         skip_or_fail(f"the local Slurm cluster runs other jobs ({others.splitlines()[0]} ...); run this test alone")
     rng, note = seeded(request)
