@@ -178,7 +178,8 @@ class Experiment:
 
     # stopping it
     def cancel(self) -> list[str]:
-        """Cancel every job that may still run; returns the names of the jobs it acted on."""
+        """Cancel every job that may still run; returns the names of the jobs it cancelled (not those that had
+        already ended)."""
         return monitor.cancel_experiment(self.cluster, self._record())
 
     def _record(self) -> records.ExperimentRecord:

@@ -277,12 +277,14 @@ def slurm_placement(cluster: ClusterConfig, job_id: str) -> tuple[str, str | Non
 
 
 def cancel_experiment(cluster: ClusterConfig, record: ExperimentRecord) -> list[str]:
-    """Cancel every job that may still run; returns the names of the jobs it acted on."""
+    """Cancel every job that may still run; returns the names of the jobs it cancelled (a job that had already
+    ended, in any state, is left alone and not listed)."""
     if record.executor == "slurm":
-        ids = [i for j in record.jobs for i in j.slurm_ids]
-        if ids:
-            remote_run(cluster, f"scancel {' '.join(ids)}")
-        return [j.name for j in record.jobs if j.slurm_ids]
+        rows = slurm_rows(cluster, [i for j in record.jobs for i in j.slurm_ids])
+        live = [j for j in record.jobs if j.slurm_ids and _slurm_status(cluster, j, rows).state not in FINAL]
+        if live:
+            remote_run(cluster, f"scancel {' '.join(i for j in live for i in j.slurm_ids)}")
+        return [j.name for j in live]
     if record.executor == "none":
         return [job.name for job in record.jobs if job.state is None and _signal_local_job(record, job)]
 
