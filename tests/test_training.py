@@ -136,6 +136,41 @@ def test_multi_node_sft_renders_torchrun_and_asks_slurm_for_the_signal(kit, conf
     assert "==== job sft-dep1 (slurm)" in out and "---- sbatch --dependency=afterany:<job sft>" in out, out
 
 
+@pytest.mark.parametrize(
+    ("flags", "derived"),
+    [
+        ([], "++gradient_accumulation_steps=8"),  # one process (no GPU): 1 x 8 steps = one group of 8
+        (["--num_gpus=2"], "++gradient_accumulation_steps=4"),  # 2 processes x 1 x 4
+        (["--num_gpus=8"], None),  # 8 processes x 1 x 1: the defaults hold as they are
+        (["--num_gpus=4", "--num_nodes=2", "++num_generations=16"], "++gradient_accumulation_steps=2"),
+        (["--num_gpus=8", "--backend=nemo_rl", "--container=nemo_rl", "++tensor_parallel_size=4"],
+         "++gradient_accumulation_steps=4"),  # NeMo-RL: 2 data-parallel ranks of 4 GPUs each
+        (["++micro_batch_size=8"], None),  # the user chose the batch: kit leaves it
+    ],
+)  # fmt: skip
+def test_grpo_derives_its_batch_from_num_generations_and_the_gpus(kit, configs, flags, derived):
+    """Without ++micro_batch_size or ++gradient_accumulation_steps, kit grpo accumulates enough steps that a step
+    holds whole groups of ++num_generations over the trainer's data-parallel processes."""
+    d = configs("gpu", "executor: slurm\njob_dir: /lustre/jobs\naccount: acc\npartition: batch\n"
+                "containers:\n  nemo_rl: nvcr.io/nvidia/nemo-rl:v0.4.0\n")  # fmt: skip
+    res = kit("grpo", "--cluster=gpu", f"--config_dir={d}", "--model=/ckpt/sft/final", "--training_data=/data/rl.jsonl",
+              "--output_dir=/ckpt/grpo", "--dry_run", *flags)  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    found = re.findall(r"\+\+gradient_accumulation_steps=\d+", res.stdout)
+    assert set(found) == ({derived} if derived else set()), found
+
+
+def test_a_grpo_batch_the_user_chose_that_splits_groups_names_the_fix(kit, configs):
+    d = configs("gpu", "executor: slurm\njob_dir: /lustre/jobs\naccount: acc\npartition: batch\n")
+    res = kit("grpo", "--cluster=gpu", f"--config_dir={d}", "--model=/m", "--training_data=/data/rl.jsonl",
+              "--output_dir=/ckpt/grpo", "--num_gpus=2", "--dry_run", "++micro_batch_size=3")  # fmt: skip
+    assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
+    assert (
+        "++micro_batch_size=3 × ++gradient_accumulation_steps=1 × 2 data-parallel process(es) = 6 completions a "
+        "step is not a multiple of ++num_generations=8; make it one (e.g. ++gradient_accumulation_steps=4"
+    ) in res.stderr
+
+
 def test_grpo_with_a_vllm_server_is_a_het_job(kit, configs):
     """TRL's server mode: `trl vllm-serve` in its own group, the trainer pointed at it. Not run here: TRL sends
     the new weights over vLLM's NCCL weight-transfer engine, which needs CUDA (trl/generation/vllm_client.py)."""
