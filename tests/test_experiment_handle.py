@@ -146,6 +146,53 @@ def test_cancel_through_the_handle_stops_a_running_job_on_none(user_repo, tmp_pa
         runner.kill()
 
 
+DETACHED = """
+import json, sys, time
+from pathlib import Path
+from pipeline_kit.cluster import load_cluster_config
+from pipeline_kit.launch import Experiment, run_pipeline
+from pipeline_kit.pipeline import Command, CommandGroup, Job, Pipeline
+
+if __name__ == "__main__":
+    cluster = load_cluster_config("procs", sys.argv[1])
+    sleeper = Job("sleeper", [CommandGroup([Command(f"sleep 300; touch {sys.argv[2]}", name="nap")])])
+    quick = Job("quick", [CommandGroup([Command("echo done", name="say")])])
+    after = Job("after", [CommandGroup([Command("echo never", name="late")])], after=[sleeper])
+    exp = run_pipeline(Pipeline("bg", cluster, [sleeper, quick, after]), wait=False)
+    out = {"returned": exp.states, "ok": exp.ok}  # (a waited run would have taken 300 s: the test's limit is 120)
+    deadline = time.time() + 60
+    while time.time() < deadline and exp.status() != {"sleeper": "RUNNING", "quick": "SUCCEEDED", "after": "RUNNING"}:
+        time.sleep(0.2)
+    out["running"] = exp.status()
+    out["loaded"] = Experiment.load("bg", cluster).status()  # from the record, as another process finds it
+    pid = int((Path(exp.log_dir) / "sleeper.pid").read_text())
+    out["cancelled"] = exp.cancel()
+    out["wait"] = exp.wait(timeout=60)
+    out["status"] = exp.status()
+    try:
+        out["script_gone"] = Path(f"/proc/{pid}/stat").read_text().split(")")[1].split()[0]
+    except OSError:
+        out["script_gone"] = "gone"
+    print("RESULT " + json.dumps(out))
+"""
+
+
+def test_run_pipeline_without_waiting_on_none_runs_the_jobs_detached(user_repo, tmp_path, configs):
+    """wait=False on none: run_pipeline returns once the jobs started; the handle sees them RUNNING, cancels the
+    one still running (and its dependent, waiting for it), and wait() returns the final states."""
+    d = configs("procs", "executor: none\njob_dir: JOB_DIR\n")
+    marker = tmp_path / "still-running"
+    out = result_of(run_committed(user_repo, tmp_path, "bg.py", DETACHED, str(d), str(marker), timeout=120))
+    assert out["returned"] == {} and out["ok"] is False  # no state known yet
+    assert out["running"] == out["loaded"] == {"sleeper": "RUNNING", "quick": "SUCCEEDED", "after": "RUNNING"}
+    assert out["cancelled"] == ["sleeper", "after"]  # not quick, which had ended
+    assert out["wait"] == out["status"] == {"sleeper": "CANCELLED", "quick": "SUCCEEDED", "after": "CANCELLED"}
+    assert out["script_gone"] in ("gone", "Z") and not marker.exists(), out  # ended (Z: not reaped yet)
+    log_dir = next((configs.job_dir / "logs" / "bg").iterdir())
+    assert (log_dir / "quick" / "say.log").read_text() == "done\n"
+    assert not (log_dir / "after" / "late.log").exists()  # cancelled while it waited for its parent
+
+
 def test_refused_submission_raises_submission_refused_before_anything_runs(configs, tmp_path):
     cluster = load_cluster_config("procs", str(configs("procs", "executor: none\njob_dir: JOB_DIR\n")))
     missing = str(tmp_path / "nowhere.jsonl")

@@ -47,7 +47,8 @@ class JobLogs:
 @dataclass
 class Experiment:
     """One submission of a pipeline. `states` holds the states last seen (on none and Docker final once
-    run_pipeline returns, since it waits); `status()` asks again. A dry run's handle has only `dry_run_text`."""
+    run_pipeline returns, when it waited; empty for a detached none run); `status()` asks again. A dry run's handle
+    has only `dry_run_text`."""
 
     expname: str
     run_id: str

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from pipeline_kit.atomic import write_atomic
 from pipeline_kit.cluster import ClusterConfig
+from pipeline_kit.launch.detached import script_alive
 from pipeline_kit.launch.nemorun_env import import_nemo_run
 from pipeline_kit.launch.records import ExperimentRecord, JobRecord
 from pipeline_kit.launch.remote import remote_run
@@ -177,11 +178,24 @@ def experiment_status(cluster: ClusterConfig, record: ExperimentRecord) -> list[
     finished = {j.name: local_outcome(record, j) for j in record.jobs}
     live = {}
     if any(state is None for state in finished.values()):
-        live = _nemo_run_states(cluster, record)
+        live = _detached_states(record) if record.detached else _nemo_run_states(cluster, record)
     out = []
     for job in record.jobs:
         state = finished[job.name] or live.get(job.task_id, "UNKNOWN")
         out.append(JobStatus(job.name, state, _local_unit_failures(record, job) if job.array_size else {}))
+    return out
+
+
+def _detached_states(record: ExperimentRecord) -> dict[str, str]:
+    """none, run detached: RUNNING while a job's script runs, PENDING before it started, FAILED when it ended
+    without writing its outcome (killed); keyed by task id as nemo-run's states are."""
+    out = {}
+    for job in record.jobs:
+        alive = script_alive(record.log_dir, job.name)
+        if alive is False:  # its outcome may have landed just before it exited
+            out[job.task_id] = local_outcome(record, job) or "FAILED"
+        else:
+            out[job.task_id] = "RUNNING" if alive else "PENDING"
     return out
 
 

@@ -34,6 +34,7 @@ class ExperimentRecord:
     log_dir: str
     nemo_run_id: str | None = None
     jobs: list[JobRecord] = field(default_factory=list)
+    detached: bool = False  # none's jobs started without nemo-run, not waited for (launch/detached.py)
 
     def job(self, name: str) -> JobRecord:
         return next(j for j in self.jobs if j.name == name)
