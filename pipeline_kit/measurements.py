@@ -49,7 +49,9 @@ class JobFigures:
     """One job (or array element) of a generation run. `startup_s`: from the job's start to the server answering
     (None: a server kit did not start, or one an earlier client of the same job waited for); `queue_wait_s`: from
     submission to the job's start (None: unknown); `generation_s`: from the server answering to the last unit done
-    (0 until one is; units are written as they finish, so a killed job keeps the units it finished)."""
+    (0 until one is; units are written as they finish, so a killed job keeps the units it finished);
+    `units_done_before`: the units the job found done already and skipped (a rerun with every unit done has nothing
+    to do: no units, only this count)."""
 
     server: ServerKey
     prompt: str
@@ -63,6 +65,12 @@ class JobFigures:
     recorded_at: float = field(default_factory=time.time)
     element: str = ""  # $KIT_UNIT: the array element (or none/Docker array unit); "0" for a job without an array
     job_started_at: float | None = None  # epoch seconds ($KIT_JOB_START, else the client's own start)
+    units_done_before: int = 0
+
+    @property
+    def nothing_to_do(self) -> bool:
+        """Every unit of the job was done before it started: it requested nothing."""
+        return not self.units and self.units_done_before > 0
 
     @property
     def samples(self) -> int:

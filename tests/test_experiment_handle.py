@@ -117,7 +117,8 @@ def test_cancel_through_the_handle_stops_a_running_job_on_none(user_repo, tmp_pa
 
     if __name__ == "__main__":
         job = Job("sleeper", [CommandGroup([Command("sleep 300; touch {marker}", name="nap")])])
-        exp = run_pipeline(Pipeline("long", load_cluster_config("procs", sys.argv[1]), [job]))
+        quick = Job("quick", [CommandGroup([Command("true", name="done")])])
+        exp = run_pipeline(Pipeline("long", load_cluster_config("procs", sys.argv[1]), [job, quick]))
         print("STATES", exp.states)
     """
     (user_repo / "long.py").write_text(textwrap.dedent(body))
@@ -128,19 +129,68 @@ def test_cancel_through_the_handle_stops_a_running_job_on_none(user_repo, tmp_pa
         [sys.executable, "long.py", str(d)], cwd=user_repo, env=env, stdout=subprocess.PIPE, text=True
     )
     try:
-        out = handle(tmp_path, "long", "procs", d, {"sleeper": "RUNNING"}, "cancel")
-        assert out["before"] == {"sleeper": "RUNNING"}
-        assert out["cancelled"] == ["sleeper"]
-        assert out["after"] == {"sleeper": "CANCELLED"}
+        out = handle(tmp_path, "long", "procs", d, {"sleeper": "RUNNING", "quick": "SUCCEEDED"}, "cancel")
+        assert out["before"] == {"sleeper": "RUNNING", "quick": "SUCCEEDED"}
+        assert out["cancelled"] == ["sleeper"]  # not quick, which had already ended
+        assert out["after"] == {"sleeper": "CANCELLED", "quick": "SUCCEEDED"}
         [(job, state, reason)] = out["failures"]
         assert (job, state) == ("sleeper", "CANCELLED") and reason
         assert out["result_error"].startswith("experiment long: job sleeper CANCELLED")
         printed, _ = runner.communicate(timeout=60)
-        assert "STATES {'sleeper': 'CANCELLED'}" in printed  # the submitting process sees it end too
+        assert (
+            "STATES {'sleeper': 'CANCELLED', 'quick': 'SUCCEEDED'}" in printed
+        )  # the submitting process sees it end too
         time.sleep(0.5)
         assert not marker.exists()
     finally:
         runner.kill()
+
+
+DETACHED = """
+import json, sys, time
+from pathlib import Path
+from pipeline_kit.cluster import load_cluster_config
+from pipeline_kit.launch import Experiment, run_pipeline
+from pipeline_kit.pipeline import Command, CommandGroup, Job, Pipeline
+
+if __name__ == "__main__":
+    cluster = load_cluster_config("procs", sys.argv[1])
+    sleeper = Job("sleeper", [CommandGroup([Command(f"sleep 300; touch {sys.argv[2]}", name="nap")])])
+    quick = Job("quick", [CommandGroup([Command("echo done", name="say")])])
+    after = Job("after", [CommandGroup([Command("echo never", name="late")])], after=[sleeper])
+    exp = run_pipeline(Pipeline("bg", cluster, [sleeper, quick, after]), wait=False)
+    out = {"returned": exp.states, "ok": exp.ok}  # (a waited run would have taken 300 s: the test's limit is 120)
+    deadline = time.time() + 60
+    while time.time() < deadline and exp.status() != {"sleeper": "RUNNING", "quick": "SUCCEEDED", "after": "RUNNING"}:
+        time.sleep(0.2)
+    out["running"] = exp.status()
+    out["loaded"] = Experiment.load("bg", cluster).status()  # from the record, as another process finds it
+    pid = int((Path(exp.log_dir) / "sleeper.pid").read_text())
+    out["cancelled"] = exp.cancel()
+    out["wait"] = exp.wait(timeout=60)
+    out["status"] = exp.status()
+    try:
+        out["script_gone"] = Path(f"/proc/{pid}/stat").read_text().split(")")[1].split()[0]
+    except OSError:
+        out["script_gone"] = "gone"
+    print("RESULT " + json.dumps(out))
+"""
+
+
+def test_run_pipeline_without_waiting_on_none_runs_the_jobs_detached(user_repo, tmp_path, configs):
+    """wait=False on none: run_pipeline returns once the jobs started; the handle sees them RUNNING, cancels the
+    one still running (and its dependent, waiting for it), and wait() returns the final states."""
+    d = configs("procs", "executor: none\njob_dir: JOB_DIR\n")
+    marker = tmp_path / "still-running"
+    out = result_of(run_committed(user_repo, tmp_path, "bg.py", DETACHED, str(d), str(marker), timeout=120))
+    assert out["returned"] == {} and out["ok"] is False  # no state known yet
+    assert out["running"] == out["loaded"] == {"sleeper": "RUNNING", "quick": "SUCCEEDED", "after": "RUNNING"}
+    assert out["cancelled"] == ["sleeper", "after"]  # not quick, which had ended
+    assert out["wait"] == out["status"] == {"sleeper": "CANCELLED", "quick": "SUCCEEDED", "after": "CANCELLED"}
+    assert out["script_gone"] in ("gone", "Z") and not marker.exists(), out  # ended (Z: not reaped yet)
+    log_dir = next((configs.job_dir / "logs" / "bg").iterdir())
+    assert (log_dir / "quick" / "say.log").read_text() == "done\n"
+    assert not (log_dir / "after" / "late.log").exists()  # cancelled while it waited for its parent
 
 
 def test_refused_submission_raises_submission_refused_before_anything_runs(configs, tmp_path):
@@ -168,17 +218,19 @@ def test_status_failures_and_cancel_through_the_handle_on_slurm(user_repo, tmp_p
 
     if __name__ == "__main__":
         bad = Job("bad", [CommandGroup([Command("echo 'RuntimeError: slurm cause'; exit 5", name="work")])])
+        good = Job("good", [CommandGroup([Command("true", name="quick")])])
         sleeper = Job("sleeper", [CommandGroup([Command("sleep 300", name="nap")])])
-        exp = run_pipeline(Pipeline("handled", load_cluster_config("slurm", sys.argv[1]), [bad, sleeper]))
+        exp = run_pipeline(Pipeline("handled", load_cluster_config("slurm", sys.argv[1]), [bad, good, sleeper]))
         print("SUBMITTED", exp.slurm_ids, exp.states, exp.ok)
     """
     proc = run_committed(user_repo, tmp_path, "submit.py", body, str(d), env=SERVICES, timeout=180)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.strip().endswith("{} False"), proc.stdout  # unwaited: no state known yet, not ok
-    out = handle(tmp_path, "handled", "slurm", d, {"bad": "FAILED", "sleeper": "RUNNING"}, "cancel")
-    assert out["before"] == {"bad": "FAILED", "sleeper": "RUNNING"}, out
-    assert out["cancelled"] == ["bad", "sleeper"]  # (scancel of an ended job is a no-op)
-    assert out["after"] == {"bad": "FAILED", "sleeper": "CANCELLED"}, out
+    want = {"bad": "FAILED", "good": "SUCCEEDED", "sleeper": "RUNNING"}
+    out = handle(tmp_path, "handled", "slurm", d, want, "cancel")
+    assert out["before"] == want, out
+    assert out["cancelled"] == ["sleeper"]  # only what it cancelled: not the jobs that had already ended
+    assert out["after"] == {"bad": "FAILED", "good": "SUCCEEDED", "sleeper": "CANCELLED"}, out
     failures = {job: (state, reason) for job, state, reason in out["failures"]}
     assert failures["bad"][0] == "FAILED" and "work.log: RuntimeError: slurm cause" in failures["bad"][1], failures
     assert failures["sleeper"][0] == "CANCELLED"

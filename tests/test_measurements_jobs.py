@@ -84,6 +84,41 @@ def test_a_generation_job_records_its_figures_and_kit_status_shows_them(kit, non
     assert kit("status", "measured", *none_cluster).stdout == "measured SUCCEEDED\n"  # without --verbose: as before
 
 
+def test_status_of_a_rerun_that_had_nothing_to_do_shows_the_last_run_that_generated(
+    kit, none_cluster, configs, tmp_path
+):
+    """A rerun whose units were all done records that it had nothing to do; `kit status --verbose` says so and shows
+    the figures of the last run that generated, not an empty job."""
+    inp, out = problems(tmp_path, 4), tmp_path / "out"
+    env = stub_server_type(tmp_path, tmp_path / "requests.jsonl")
+    args = [*none_cluster, "--server_type=stub_type:STUB", "--model=stub", f"--input_file={inp}", f"--output_dir={out}"]
+    args += ["--num_random_seeds=2", "--expname=again"]
+    assert kit("generate", *args, env=env).returncode == 0
+    first = kit("status", "--verbose", "again", *none_cluster).stdout.splitlines()
+    assert first[0] == "again SUCCEEDED" and sorted(line.split(":")[0].strip() for line in first[2:]) == ["rs0", "rs1"]
+    [first_run] = [p.stem for p in (configs.job_dir / "kit" / "again").glob("*.json")]
+    requests = (tmp_path / "requests.jsonl").read_text()
+
+    # on none a rerun with every unit done submits nothing, unless something waits on it: a dependent job here
+    rerun = kit("generate", *args, "--dependent_jobs=1", env=env)
+    assert rerun.returncode == 0 and "nothing to generate" in rerun.stderr, rerun.stderr
+    assert (tmp_path / "requests.jsonl").read_text() == requests  # it asked the server nothing
+    runs = sorted(p.stem for p in (configs.job_dir / "kit" / "again").glob("*.json"))
+    assert len(runs) == 2 and runs[0] == first_run
+    assert len(stored_figures(configs.job_dir)) == 1  # its job found every unit done: no client ran, no figures
+
+    shown = kit("status", "--verbose", "again", *none_cluster)
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert lines[0] == "again SUCCEEDED"
+    assert lines[1] == (
+        f"  again: this run had nothing to do (it requested no samples); below, run {first_run}, the last that "
+        "generated:"
+    )
+    assert lines[2:] == first[1:]  # the first run's figures, as its own status showed them
+    assert kit("status", "again", *none_cluster).stdout == "again SUCCEEDED\n"
+
+
 def job_env(tmp_path: Path, started: float, submitted: float) -> dict[str, str]:
     """What a kit job script exports to its commands (pipeline/render.py)."""
     return {
@@ -146,6 +181,26 @@ def test_a_job_killed_mid_run_keeps_the_figures_of_the_units_it_finished(stub, t
     assert not first_labels & second_labels and len(first_labels | second_labels) >= 3
     assert read_figures(path) == kept
     assert [f.element for f in experiment_figures(tmp_path / "logs")] == ["3", "3.2"]
+
+
+def test_a_client_that_finds_every_unit_done_records_that_it_had_nothing_to_do(stub, tmp_path):
+    """Where the job's client runs though every unit is done (the outputs were not visible at submission, a
+    --dependent_jobs copy): its figures have no units and count the units done before (`nothing_to_do`)."""
+    server = stub()
+    inp = problems(tmp_path, 4)
+    argv = generation(server, inp, tmp_path / "out")
+    first = time.time()
+    assert subprocess.run(argv, env=job_env(tmp_path, first, first), capture_output=True).returncode == 0
+    did = read_figures(figures_file(tmp_path / "logs", "gen", "3"))
+    assert len(did.units) == 4 and did.units_done_before == 0 and not did.nothing_to_do
+    requests = len(server.requests())
+    rerun = job_env(tmp_path, first + 10, first + 10)  # a later job (another start): it writes the same file
+    res = subprocess.run(argv, env=rerun, capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    assert len(server.requests()) == requests  # nothing asked
+    idle = read_figures(figures_file(tmp_path / "logs", "gen", "3"))
+    assert (idle.units, idle.units_done_before, idle.nothing_to_do) == ((), 4, True)
+    assert idle.startup_s is None and idle.generation_s == 0 and idle.job_started_at == round(first + 10, 3)
 
 
 def test_without_kit_log_dir_nothing_is_written_and_a_folder_it_cannot_write_is_one_line(tmp_path):

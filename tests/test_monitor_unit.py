@@ -192,3 +192,23 @@ def test_wait_lost_counts_from_when_the_job_was_last_seen(fake_slurm):
     rec = record(JobRecord("a", "t", ["g"], slurm_ids=["1"]))
     assert wait_for_states(CLUSTER, rec, lost_after_s=60) == {"a": "LOST"}
     assert fake_slurm["now"] == 100  # last seen at 40
+
+
+def test_cancel_acts_only_on_jobs_that_have_not_ended(fake_slurm, monkeypatch):
+    """scancel names only the jobs still pending or running; cancel() lists only those (never one that ended)."""
+    sent = []
+    monkeypatch.setattr(monitor, "remote_run", lambda cluster, cmd, **kw: sent.append(cmd))
+    fake_slurm["rows"] = {"1": "SUCCEEDED", "2": "FAILED", "3": "RUNNING", "4_0": "SUCCEEDED", "4_[1-3]": "PENDING"}
+    rec = record(
+        JobRecord("done", "t", ["g"], slurm_ids=["1"]),
+        JobRecord("bad", "t", ["g"], slurm_ids=["2"]),
+        JobRecord("busy", "t", ["g"], slurm_ids=["3"]),
+        JobRecord("array", "t", ["g"], 4, slurm_ids=["4"]),
+        JobRecord("queued", "t", ["g"], slurm_ids=["5"]),  # accounting does not list it yet: it may still run
+    )
+    assert monitor.cancel_experiment(CLUSTER, rec) == ["busy", "array", "queued"]
+    assert sent == ["scancel 3 4 5"]
+    sent.clear()
+    fake_slurm["rows"] = {"1": "SUCCEEDED", "2": "FAILED"}
+    assert monitor.cancel_experiment(CLUSTER, record(*rec.jobs[:2])) == []
+    assert sent == []  # nothing to cancel: no scancel at all

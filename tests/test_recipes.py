@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 from conftest import SERVICES, TRAIN_ENV, additions, need, plan_lines, slurm_train_config
 
+from pipeline_kit.recipes import RECIPES
+
 TOY = ["--sft_args=++max_steps=2 ++max_length=64 ++logging_steps=1",
        "--grpo_args=++max_steps=1 ++num_generations=2 ++micro_batch_size=2 ++max_completion_length=8",
        "--eval_args=++inference.tokens_to_generate=8 ++max_concurrent_requests=8",
@@ -254,3 +256,40 @@ def sacct_times(ids: list[str]) -> dict[str, tuple[str, str]]:
                          capture_output=True, text=True, check=True, env={**os.environ, **SERVICES}).stdout  # fmt: skip
     rows = [line.split("|") for line in out.splitlines() if line.strip()]
     return {r[0].split("+")[0]: (r[1], r[2]) for r in rows if "+" not in r[0] or r[0].endswith("+0")}
+
+
+def required_flags(recipe: str, tmp_path: Path) -> list[str]:
+    """Only what a recipe requires (its model and data, made here); every other parameter keeps its default."""
+    model = tmp_path / "model"
+    model.mkdir(exist_ok=True)
+    (model / "config.json").write_text("{}")
+    out = f"--output_dir={tmp_path / 'out'}"
+    problems = additions(tmp_path / "problems.jsonl", 8, 2, with_generation=False)
+    if recipe == "aimo":
+        cot = additions(tmp_path / "cot.jsonl", 8, 0)
+        data_dir = tmp_path / "data"  # the eval stage's default benchmark, as `kit prepare_data aime24` leaves it
+        (data_dir / "aime24").mkdir(parents=True)
+        (data_dir / "aime24" / "test.jsonl").write_text(problems.read_text())
+        return [f"--base_model={model}", out, f"--cot_data={cot}", f"--rl_data={problems}", f"--data_dir={data_dir}"]
+    if recipe == "magpie_math":
+        return [f"--model={model}", out]
+    if recipe == "metamath":
+        return [f"--model={model}", out, f"--input_file={problems}"]
+    raise AssertionError(f"a shipped recipe without its required flags here: {recipe}")
+
+
+@pytest.mark.parametrize("executor", ["none", "slurm"])
+@pytest.mark.parametrize("recipe", sorted(RECIPES))
+def test_every_recipes_defaults_hold_on_none_and_on_slurm(kit, configs, tmp_path, recipe, executor):
+    """Each shipped recipe's dry run with its defaults (and only its required flags) is accepted: on none (one
+    CPU process trains: GRPO's batch is derived from ++num_generations) and on a Slurm cluster config."""
+    if executor == "slurm":
+        d = configs("slurm", "executor: slurm\njob_dir: JOB_DIR\naccount: root\npartition: debug\n")
+    else:
+        d = configs("procs", "executor: none\njob_dir: JOB_DIR\n")
+    cluster = ["--cluster=slurm" if executor == "slurm" else "--cluster=procs", f"--config_dir={d}"]
+    res = kit("run_recipe", recipe, *cluster, *required_flags(recipe, tmp_path), "--dry_run")
+    assert res.returncode == 0, res.stderr
+    assert f"==== job {recipe}" in res.stdout and not (tmp_path / "out").exists()
+    if recipe == "aimo":  # GRPO on one CPU process: 1 completion x 8 steps, one group of ++num_generations=8
+        assert "++gradient_accumulation_steps=8" in res.stdout

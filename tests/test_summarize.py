@@ -202,7 +202,10 @@ def test_golden_summarize(tmp_path: Path):
     assert "pass@1[avg-of-3] 6 200 2.00 44.44% ± 19.25 50.00% ± 16.67 38.89% ± 25.46 55.56% ± 9.62 22.22%" in lines
     assert "majority@3 6 200 2.00 50.00% 50.00% 33.33% 66.67% 16.67%" in lines
     assert "pass@3 6 200 2.00 66.67% 83.33% 66.67% 83.33% 16.67%" in lines
-    assert f"metrics: {results / 'metrics.json'}" in out.stdout
+    assert out.stderr == f"kit summarize: wrote the metrics to {results / 'metrics.json'}\n"  # stdout: the tables
+    again = run_kit("summarize", str(results), cwd=tmp_path)
+    assert again.stderr == f"kit summarize: wrote the metrics to {results / 'metrics.json'} (replacing the one there)\n"
+    assert again.stdout == out.stdout
 
 
 def test_no_answer_never_exceeds_100(tmp_path: Path):
@@ -426,3 +429,39 @@ def test_samples_with_an_error_count_as_no_answer_and_are_named(tmp_path: Path, 
     failed = "generation failed (an error field: a refused request or a prompt over the context length)"
     assert f"{failed}: 1 sample, e.g. 1 (output.jsonl)" in audit
     assert "extraction failed (no predicted_answer): 1 sample, e.g. 1 (output.jsonl)" in audit
+
+
+def test_regrade_writes_beside_the_labels_metrics_never_over_them(tmp_path: Path, capsys):
+    """--regrade's metrics go to metrics-regraded.json; the labels' metrics.json is never replaced, even when
+    --save_metrics_path names it; stderr names the file written each time."""
+    bench = tmp_path / "b"
+    bench.mkdir()
+    rows = [{"id": i, "expected_answer": "3", "generation": f"\\boxed{{{i}}}", "predicted_answer": str(i),
+             "symbolic_correct": True} for i in range(4)]  # fmt: skip
+    (bench / "output-rs0.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))  # another tool's labels
+    labels_file, regraded_file = bench / "metrics.json", bench / "metrics-regraded.json"
+
+    def correct(path: Path) -> float:
+        return json.loads(path.read_text())["b"]["pass@1[avg-of-1]"]["symbolic_correct"]
+
+    assert main(["summarize", str(bench)]) == 0
+    assert capsys.readouterr().err == f"kit summarize: wrote the metrics to {labels_file}\n"
+    labels = labels_file.read_bytes()
+    assert correct(labels_file) == 100.0  # the labels, as given
+    assert main(["summarize", str(bench), "--regrade"]) == 0
+    assert capsys.readouterr().err == f"kit summarize: wrote the regraded metrics to {regraded_file}\n"
+    assert correct(regraded_file) == 25.0  # kit's grader: only "3" is right
+    assert labels_file.read_bytes() == labels
+    assert main(["summarize", str(bench), "--regrade"]) == 0
+    assert capsys.readouterr().err.endswith(f"to {regraded_file} (replacing the one there)\n")
+
+    regraded_file.unlink()
+    assert main(["summarize", str(bench), "--regrade", "--save_metrics_path", str(labels_file)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and "--regrade" in err and str(labels_file) in err, err
+    assert "Traceback" not in err and "drop --save_metrics_path" in err
+    assert labels_file.read_bytes() == labels and not regraded_file.exists()  # nothing written
+    elsewhere = tmp_path / "mine.json"
+    assert main(["summarize", str(bench), "--regrade", "--save_metrics_path", str(elsewhere)]) == 0
+    assert capsys.readouterr().err == f"kit summarize: wrote the regraded metrics to {elsewhere}\n"
+    assert correct(elsewhere) == 25.0 and labels_file.read_bytes() == labels

@@ -211,7 +211,8 @@ def test_regrade_grades_labelled_records_with_kit(tmp_path: Path, capsys):
 
     def summary(*flags: str) -> tuple[dict, list[str]]:
         assert main(["summarize", str(results), *flags]) == 0
-        return json.loads((results / "metrics.json").read_text())["arith"], table_lines(capsys.readouterr().out)
+        written = results / ("metrics-regraded.json" if "--regrade" in flags else "metrics.json")
+        return json.loads(written.read_text())["arith"], table_lines(capsys.readouterr().out)
 
     labelled, lines = summary()
     assert "graded by: file labels (symbolic_correct)" in lines
@@ -239,7 +240,7 @@ def test_regrade_keeps_kits_own_verdicts(tmp_path: Path, capsys):
     assert "graded by: kit (1 file), file labels (symbolic_correct) (1 file); answers extracted: boxed" in out
     assert main(["summarize", str(bench), "--regrade"]) == 0
     assert "graded by: kit (1 file), kit (--regrade) (1 file); answers extracted: boxed" in capsys.readouterr().out
-    metrics = json.loads((bench / "metrics.json").read_text())["b"]
+    metrics = json.loads((bench / "metrics-regraded.json").read_text())["b"]
     assert metrics["pass@1[avg-of-2]"]["symbolic_correct"] == 25.0  # kit: only "3" is correct, in both files
 
 

@@ -136,6 +136,41 @@ def test_multi_node_sft_renders_torchrun_and_asks_slurm_for_the_signal(kit, conf
     assert "==== job sft-dep1 (slurm)" in out and "---- sbatch --dependency=afterany:<job sft>" in out, out
 
 
+@pytest.mark.parametrize(
+    ("flags", "derived"),
+    [
+        ([], "++gradient_accumulation_steps=8"),  # one process (no GPU): 1 x 8 steps = one group of 8
+        (["--num_gpus=2"], "++gradient_accumulation_steps=4"),  # 2 processes x 1 x 4
+        (["--num_gpus=8"], None),  # 8 processes x 1 x 1: the defaults hold as they are
+        (["--num_gpus=4", "--num_nodes=2", "++num_generations=16"], "++gradient_accumulation_steps=2"),
+        (["--num_gpus=8", "--backend=nemo_rl", "--container=nemo_rl", "++tensor_parallel_size=4"],
+         "++gradient_accumulation_steps=4"),  # NeMo-RL: 2 data-parallel ranks of 4 GPUs each
+        (["++micro_batch_size=8"], None),  # the user chose the batch: kit leaves it
+    ],
+)  # fmt: skip
+def test_grpo_derives_its_batch_from_num_generations_and_the_gpus(kit, configs, flags, derived):
+    """Without ++micro_batch_size or ++gradient_accumulation_steps, kit grpo accumulates enough steps that a step
+    holds whole groups of ++num_generations over the trainer's data-parallel processes."""
+    d = configs("gpu", "executor: slurm\njob_dir: /lustre/jobs\naccount: acc\npartition: batch\n"
+                "containers:\n  nemo_rl: nvcr.io/nvidia/nemo-rl:v0.4.0\n")  # fmt: skip
+    res = kit("grpo", "--cluster=gpu", f"--config_dir={d}", "--model=/ckpt/sft/final", "--training_data=/data/rl.jsonl",
+              "--output_dir=/ckpt/grpo", "--dry_run", *flags)  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    found = re.findall(r"\+\+gradient_accumulation_steps=\d+", res.stdout)
+    assert set(found) == ({derived} if derived else set()), found
+
+
+def test_a_grpo_batch_the_user_chose_that_splits_groups_names_the_fix(kit, configs):
+    d = configs("gpu", "executor: slurm\njob_dir: /lustre/jobs\naccount: acc\npartition: batch\n")
+    res = kit("grpo", "--cluster=gpu", f"--config_dir={d}", "--model=/m", "--training_data=/data/rl.jsonl",
+              "--output_dir=/ckpt/grpo", "--num_gpus=2", "--dry_run", "++micro_batch_size=3")  # fmt: skip
+    assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
+    assert (
+        "++micro_batch_size=3 × ++gradient_accumulation_steps=1 × 2 data-parallel process(es) = 6 completions a "
+        "step is not a multiple of ++num_generations=8; make it one (e.g. ++gradient_accumulation_steps=4"
+    ) in res.stderr
+
+
 def test_grpo_with_a_vllm_server_is_a_het_job(kit, configs):
     """TRL's server mode: `trl vllm-serve` in its own group, the trainer pointed at it. Not run here: TRL sends
     the new weights over vLLM's NCCL weight-transfer engine, which needs CUDA (trl/generation/vllm_client.py)."""
@@ -307,69 +342,75 @@ def torch_close(a, b) -> bool:
     return bool(((a.double() - b.double()).abs() <= 1e-6 + 1e-5 * b.double().abs()).all())
 
 
-def steps_per_second(tmp_path: Path, data: Path) -> float:
-    """The tiny model's SFT speed on this machine now (the wall-time test sizes its run by it)."""
-    res = subprocess.run(
-        [str(BIN / "python"), "-m", "pipeline_kit.training.trl_train", "++algorithm=sft", f"++model={tiny_init()}",
-         f"++training_data={data}", f"++output_dir={tmp_path / 'calibrate'}", "++max_steps=150", "++save_steps=1000",
-         "++report_to=none", *SFT_FLAGS],
-        capture_output=True, text=True, env={**os.environ, **TRAIN_ENV}, timeout=300,
-    )  # fmt: skip
-    m = re.search(r"trained to step 150 in ([\d.]+)s", res.stderr)
-    assert m, res.stderr[-2000:]
-    return 150 / float(m[1])
+NO_LIMIT_STEPS = 1_000_000  # a step count no job reaches within a 1-minute limit, however fast this machine is
+TRAINED_STEPS = 250  # enough for the tiny model to answer arith (constant learning rate)
+
+
+def slurm_logs(job_dir: Path, job: str) -> list[str]:
+    """The trainer logs of `job` of experiment wt, one per run, oldest first (run ids start with the time)."""
+    return [p.read_text() for p in sorted(job_dir.rglob(f"logs/wt/*/{job}/trainer.log"))]
 
 
 @pytest.mark.slurm
 @pytest.mark.models
 def test_sft_on_slurm_saves_on_the_signal_and_the_next_job_resumes(kit, configs, tmp_path):
-    """A 1-minute limit: the first job gets SIGUSR1 before its limit, saves, and is stopped by the limit (TIMEOUT);
-    the next job of the --dependent_jobs chain resumes from the newest complete checkpoint (its log names the step)
-    and the chain ends at the requested step count. The run is sized to about 110 s of training at this machine's
-    measured speed: more than one job holds (60-90 s, less ~12 s of start-up), less than three do. A `kit eval
-    --run_after=wt`, submitted while the chain is queued, starts after its last job and scores <output_dir>/final."""
+    """A 1-minute limit and a step count no job reaches within it, so nothing depends on how fast this machine
+    trains (a run sized by a pace measured first failed when the load changed in between): the first job gets
+    SIGUSR1 before its limit, saves, and is stopped by the limit (TIMEOUT); the next job of the --dependent_jobs
+    chain resumes from the newest complete checkpoint (its log names the step) and is stopped too. A rerun without
+    the limit, ++max_steps lowered to what the model needs (at least a few steps past that checkpoint), trains on
+    from the newest checkpoint and publishes final/; its dependent copy finds the training done. A `kit eval
+    --run_after=wt`, submitted while that run is queued, starts after it and scores <output_dir>/final."""
     need("SLURM_CONF", "the local Slurm cluster")
     data = additions(tmp_path / "sft.jsonl", 400, 3)
-    steps = int(steps_per_second(tmp_path, data) * 110)
     d = slurm_train_config(configs)
     data_dir = tmp_path / "data"
     assert kit("prepare_data", "arith", f"--data_dir={data_dir}").returncode == 0
     out = tmp_path / "wt"
-    res = kit("sft", "--cluster=slurm", f"--config_dir={d}", "--expname=wt", "--time_min=1", "--dependent_jobs=2",
-              "--save_before_timeout=30", f"--model={tiny_init()}", f"--training_data={data}", f"--output_dir={out}",
-              f"++max_steps={steps}", "++save_steps=100000", "++logging_steps=100", "++report_to=none", *SFT_FLAGS)  # fmt: skip
-    ids = dict(re.findall(r"job (\S+) \S+ \(slurm job (\d+)\)", res.stdout))
-    assert set(ids) == {"wt", "wt-dep1", "wt-dep2"}, res.stdout + res.stderr
+    # a constant learning rate: the steps the chain took count whatever ++max_steps the run that finishes has
+    flags = [f"--model={tiny_init()}", f"--training_data={data}", f"--output_dir={out}", "++save_steps=100000",
+             "++logging_steps=100", "++report_to=none", *SFT_FLAGS, "++warmup_ratio=0"]  # fmt: skip
+    res = kit("sft", "--cluster=slurm", f"--config_dir={d}", "--expname=wt", "--time_min=1", "--dependent_jobs=1",
+              "--save_before_timeout=30", "--wait", "--wait_timeout=900", *flags, f"++max_steps={NO_LIMIT_STEPS}",
+              timeout=1000)  # fmt: skip
+    chain = dict(re.findall(r"job (\S+) \S+ \(slurm job (\d+)\)", res.stdout))
+    assert set(chain) == {"wt", "wt-dep1"}, res.stdout + res.stderr
+    [first], [second] = slurm_logs(configs.job_dir, "wt"), slurm_logs(configs.job_dir, "wt-dep1")
+    saved = re.search(r"SIGUSR1 received .*: saving checkpoint-(\d+)", first)
+    assert saved and f"saved {out}/checkpoint-{saved[1]}" in first, first[-3000:]
+    resumed = re.search(rf"resuming from {out}/checkpoint-(\d+) \(step (\d+)\)", second)
+    assert resumed and int(resumed[2]) >= int(saved[1]), second[-3000:]
+    newest = max(int(p.name.split("-")[1]) for p in out.glob("checkpoint-*") if (p / "kit-complete").exists())
+    steps = max(newest + 5, TRAINED_STEPS)
+    res = kit("sft", "--cluster=slurm", f"--config_dir={d}", "--expname=wt", "--dependent_jobs=1", *flags,
+              f"++max_steps={steps}")  # fmt: skip
+    finish = dict(re.findall(r"job (\S+) \S+ \(slurm job (\d+)\)", res.stdout))
+    assert set(finish) == {"wt", "wt-dep1"}, res.stdout + res.stderr
     res = kit("eval", "--cluster=slurm", f"--config_dir={d}", "--expname=wt-eval", "--run_after=wt", "--wait",
               "--server_type=transformers", f"--model={out}/final", "--benchmarks=arith", f"--data_dir={data_dir}",
               f"--output_dir={tmp_path / 'eval'}", "++inference.tokens_to_generate=12", "++max_concurrent_requests=8",
-              timeout=900)  # fmt: skip
+              timeout=1200)  # fmt: skip
     assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-2000:]
-    ids |= dict(re.findall(r"job (\S+) \S+ \(slurm job (\d+)\)", res.stdout))
-    sacct = subprocess.run(["sacct", "-n", "-P", "-X", "-j", ",".join(ids.values()), "-o", "JobName,State,Start,End"],
+    evals = dict(re.findall(r"job (\S+) \S+ \(slurm job (\d+)\)", res.stdout))
+    ids = {**{f"chain-{k}": v for k, v in chain.items()}, **{f"finish-{k}": v for k, v in finish.items()}, **evals}
+    sacct = subprocess.run(["sacct", "-n", "-P", "-X", "-j", ",".join(ids.values()), "-o", "JobID,State,Start,End"],
                            capture_output=True, text=True).stdout  # fmt: skip
-    rows = {name: rest for name, *rest in (line.split("|") for line in sacct.split())}
-    states = {name: rest[0] for name, rest in rows.items()}
-    logs = {
-        name: next(configs.job_dir.rglob(f"logs/wt/*/{name}/trainer.log")).read_text()
-        for name in ("wt", "wt-dep1", "wt-dep2")
-    }
-    first = logs["wt"]
-    assert states["wt"] == "TIMEOUT", (states, first[-3000:])
-    saved = re.search(r"SIGUSR1 received .*: saving checkpoint-(\d+)", first)
-    assert saved and f"saved {out}/checkpoint-{saved[1]}" in first, first[-3000:]
-    resumed = re.search(rf"resuming from {out}/checkpoint-(\d+) \(step (\d+)\)", logs["wt-dep1"])
-    assert resumed and int(resumed[2]) >= int(saved[1]), logs["wt-dep1"][-3000:]
+    by_id: dict[str, list[str]] = {}  # a het job's components (ID+0, ID+1) share its id: the first one's row
+    for job_id, *rest in sorted(line.split("|") for line in sacct.split()):
+        by_id.setdefault(job_id.split("+")[0], rest)
+    rows = {name: by_id[job_id] for name, job_id in ids.items()}
+    states = {name: row[0] for name, row in rows.items()}
+    assert states["chain-wt"] == states["chain-wt-dep1"] == "TIMEOUT", (states, first[-2000:], second[-2000:])
+    # the rerun trained on from the chain's newest checkpoint to the step count, and published final/
+    [_, finisher], [_, after] = slurm_logs(configs.job_dir, "wt"), slurm_logs(configs.job_dir, "wt-dep1")
+    assert f"resuming from {out}/checkpoint-{newest} (step {newest})" in finisher, finisher[-3000:]
+    assert f"trained to step {steps}" in finisher and f"kit train: saved {out}/final" in finisher, finisher[-3000:]
     final_state = json.loads((out / f"checkpoint-{steps}" / "trainer_state.json").read_text())
     assert final_state["global_step"] == steps and (out / "final" / "config.json").is_file()
-    # the job that reached the step count published final/ (a limit that strikes after that rename is harmless)
-    finisher = "wt-dep1" if f"trained to step {steps}" in logs["wt-dep1"] else "wt-dep2"
-    assert f"trained to step {steps}" in logs[finisher] and f"kit train: saved {out}/final" in logs[finisher], logs
-    if finisher == "wt-dep1":
-        assert states["wt-dep2"] == "COMPLETED" and "training is done" in logs["wt-dep2"], logs["wt-dep2"]
-    # the eval ran after the whole chain, on the trained model
+    assert states["finish-wt-dep1"] == "COMPLETED" and "training is done" in after, after[-3000:]
+    # the eval ran after the run it was submitted after, on the trained model
     eval_starts = [row[1] for name, row in rows.items() if name.startswith("wt-eval")]
-    assert eval_starts and min(eval_starts) >= max(rows[name][2] for name in ("wt", "wt-dep1", "wt-dep2")), rows
+    assert eval_starts and min(eval_starts) >= max(rows[n][2] for n in ("finish-wt", "finish-wt-dep1")), rows
     metrics = json.loads((tmp_path / "eval" / "metrics.json").read_text())["arith"]
     assert next(iter(metrics.values()))["symbolic_correct"] >= 50, metrics
 

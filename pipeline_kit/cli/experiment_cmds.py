@@ -15,7 +15,9 @@ VerboseOpt = Annotated[
     typer.Option(
         "--verbose",
         help="Also what each generation job measured: its server's start-up and queue wait (s), then one line per "
-        "unit: samples, tokens, seconds, samples/s, tokens/s, and requests tried again (a 429, a 5xx, a lost connection).",
+        "unit: samples, tokens, seconds, samples/s, tokens/s, and requests tried again (a 429, a 5xx, a lost "
+        "connection). For a rerun that had nothing to do (every unit was done already), those of the last run that "
+        "generated.",
     ),
 ]
 
@@ -48,7 +50,39 @@ def figure_lines(figures) -> list[str]:
         f"samples/s, {_rate(u.tokens, u.seconds)} tokens/s, {u.retries} retries"
         for u in figures.units
     ]
+    if figures.nothing_to_do:
+        lines.append(f"    nothing to do: its {figures.units_done_before} unit(s) were done already")
     return lines
+
+
+def idle_note(state: str, figures: list) -> str | None:
+    """Why a job of a rerun has no unit figures, when it had nothing to do: it SUCCEEDED and either its client said
+    every unit was done already, or it measured nothing at all (on none and Docker, a rerun that finds every unit
+    done at submission runs no client). None when its figures are its own to show."""
+    if state != "SUCCEEDED" or any(f.units for f in figures):
+        return None
+    if figures and all(f.nothing_to_do for f in figures):
+        return f"{sum(f.units_done_before for f in figures)} unit(s) were done already"
+    return "it requested no samples" if not figures else None
+
+
+def status_figure_lines(experiment, statuses, figures: dict) -> dict[str, list[str]]:
+    """Per job, its measurements' lines; for a job of a rerun that had nothing to do, one line saying so, then the
+    figures of the last run of the experiment that generated (none, and no line, where no run of it measured a
+    unit: a job that is not a generation job)."""
+    notes = {s.name: note for s in statuses if (note := idle_note(s.state, figures.get(s.name, [])))}
+    earlier = experiment.last_work(list(notes)) if notes else {}
+    out: dict[str, list[str]] = {}
+    for s in statuses:
+        if s.name not in notes:
+            out[s.name] = [line for f in figures.get(s.name, []) for line in figure_lines(f)]
+        elif s.name in earlier:
+            run_id, found = earlier[s.name]
+            said = f"  {s.name}: this run had nothing to do ({notes[s.name]}); below, run {run_id}, the last that"
+            out[s.name] = [f"{said} generated:"] + [line for f in found for line in figure_lines(f)]
+        elif figures.get(s.name):
+            out[s.name] = [f"  {s.name}: this run had nothing to do ({notes[s.name]}); no earlier run measured a unit"]
+    return out
 
 
 def register(app: typer.Typer) -> None:
@@ -61,13 +95,14 @@ def register(app: typer.Typer) -> None:
         expname: ExpnameArg, cluster: ClusterOpt = None, config_dir: ConfigDirOpt = None, verbose: VerboseOpt = False
     ) -> None:
         experiment = _load(cluster, config_dir, expname)
-        figures = experiment.figures() if verbose else {}
-        for s in experiment.statuses():
+        statuses = experiment.statuses()
+        figures = status_figure_lines(experiment, statuses, experiment.figures()) if verbose else {}
+        for s in statuses:
             typer.echo(f"{s.name} {s.state}")
             for unit, state in sorted(s.failed_units.items()):
                 typer.echo(f"{s.name}[{unit}] {state}")
-            for job_figures in figures.get(s.name, []):
-                typer.echo("\n".join(figure_lines(job_figures)))
+            for line in figures.get(s.name, []):
+                typer.echo(line)
             if s.state == "FAILED":  # why, on stderr: stdout stays one `<job> <STATE>` line per job for scripts
                 report = (f"slurm: {s.reason}\n" if s.reason else "") + experiment.why_failed(s.name, lines=6)
                 sys.stdout.flush()

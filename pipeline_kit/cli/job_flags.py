@@ -215,7 +215,12 @@ def run_jobs(
 
     pipeline = flags.pipeline(cluster, expname, jobs)
     experiment = run_pipeline(
-        pipeline, dry_run=flags.dry_run, wait=flags.wait, wait_timeout=flags.wait_timeout, follow=follow
+        # without --wait: the executor's way (none/local run in the foreground), never detached
+        pipeline,
+        dry_run=flags.dry_run,
+        wait=flags.wait or None,
+        wait_timeout=flags.wait_timeout,
+        follow=follow,
     )
     if flags.dry_run:
         typer.echo(experiment.dry_run_text, nl=False)

@@ -3,6 +3,7 @@ metrics.json, and on request an audit of doubtful samples and a plot against k (
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -24,7 +25,12 @@ def register(app: typer.Typer) -> None:
             ),
         ],
         save_metrics_path: Annotated[
-            Path | None, Opt("--save_metrics_path", help="Where to write metrics.json (default: RESULTS_DIR).")
+            Path | None,
+            Opt(
+                "--save_metrics_path",
+                help="Where to write the metrics (default: RESULTS_DIR/metrics.json; with --regrade "
+                "RESULTS_DIR/metrics-regraded.json, which never replaces metrics.json).",
+            ),
         ] = None,
         audit: Annotated[
             bool, Opt("--audit", help="List failed extractions, grading timeouts and grader/judge disagreements.")
@@ -37,7 +43,8 @@ def register(app: typer.Typer) -> None:
             Opt(
                 "--regrade",
                 help="Grade with kit's grader (in memory; files unchanged) the records that carry another tool's "
-                "labels (symbolic_correct/is_correct); without it those labels are used as given.",
+                "labels (symbolic_correct/is_correct); without it those labels are used as given. The metrics go to "
+                "metrics-regraded.json, beside the labels' metrics.json.",
             ),
         ] = False,
         extract: Annotated[
@@ -49,10 +56,17 @@ def register(app: typer.Typer) -> None:
             ),
         ] = "boxed",
     ) -> None:
+        from pipeline_kit.evaluation.summarize import metrics_target
         from pipeline_kit.evaluation.summarize import summarize as run
         from pipeline_kit.grading.extraction import check_mode
 
         check_mode(extract)
+        target = metrics_target(results_dir, save_metrics_path, regrade)
+        replaced = target.exists()  # said, not refused: kit's own summary of these files, made again
         text, metrics_path = run(results_dir, save_metrics_path, audit, plot, regrade, extract)
-        print(text)
-        print(f"\nmetrics: {metrics_path}" + (f"\nplot: {plot}" if plot is not None else ""))
+        print(text, flush=True)
+        what = "regraded metrics" if regrade else "metrics"
+        again = " (replacing the one there)" if replaced else ""
+        print(f"kit summarize: wrote the {what} to {metrics_path}{again}", file=sys.stderr)
+        if plot is not None:
+            print(f"kit summarize: drew the plot in {plot}", file=sys.stderr)

@@ -31,6 +31,8 @@ from pipeline_kit.evaluation.output_files import (
 )
 from pipeline_kit.evaluation.selection_modes import genselect_metrics, selection_metrics
 
+METRICS_FILE = "metrics.json"
+REGRADED_METRICS_FILE = "metrics-regraded.json"  # --regrade's, beside the labels' metrics.json, never over it
 OUTPUT_NAME = re.compile(r"output(?:-rs(\d+))?\.jsonl")
 JUDGE_COLUMNS = ["judge_correct", "both_correct", "any_correct"]
 AUDIT_EXAMPLES = 5
@@ -249,6 +251,21 @@ def _save_atomic(fig, path: Path, fmt: str) -> None:
         raise
 
 
+def metrics_target(results_dir: Path, save_metrics_path: Path | None, regrade: bool) -> Path:
+    """Where the metrics go: `save_metrics_path`, else RESULTS_DIR/metrics.json, or with `regrade`
+    RESULTS_DIR/metrics-regraded.json. A regrade never replaces RESULTS_DIR/metrics.json (refused in one line)."""
+    if not regrade:
+        return save_metrics_path or results_dir / METRICS_FILE
+    labels = results_dir / METRICS_FILE
+    target = save_metrics_path or results_dir / REGRADED_METRICS_FILE
+    if os.path.abspath(target) == os.path.abspath(labels):
+        raise UserError(
+            f"--regrade writes its metrics beside {labels} (the file labels' metrics), never over it: drop "
+            f"--save_metrics_path for {results_dir / REGRADED_METRICS_FILE}, or name another file."
+        )
+    return target
+
+
 def summarize(
     results_dir: Path,
     save_metrics_path: Path | None = None,
@@ -257,9 +274,11 @@ def summarize(
     regrade: bool = False,
     extract: str = "boxed",
 ) -> tuple[str, Path]:
-    """(the text to print, where metrics.json was written). `regrade`: grade with kit's grader the records that
-    carry another tool's labels (output_files.py) instead of taking the labels as given; `extract`: how kit's grader
-    extracts the answers it grades here (records graded before keep theirs, shown in the table)."""
+    """(the text to print, where the metrics were written). `regrade`: grade with kit's grader the records that
+    carry another tool's labels (output_files.py) instead of taking the labels as given, and write the metrics to
+    metrics-regraded.json (never over metrics.json, the labels' metrics); `extract`: how kit's grader extracts the
+    answers it grades here (records graded before keep theirs, shown in the table)."""
+    target = metrics_target(results_dir, save_metrics_path, regrade)
     if plot_path is not None:
         _pyplot(plot_path)
     benches = find_benchmark_outputs(results_dir)
@@ -279,7 +298,6 @@ def summarize(
         parts.append(format_table(bench.name, metrics, columns, len(bench.seeds), notes))
         if audit:
             parts.append(format_audit(bench.name, files))
-    target = save_metrics_path or results_dir / "metrics.json"
     write_atomic(target, json.dumps(_rounded(all_metrics), indent=2) + "\n")
     if plot_path is not None:
         plot(plot_path, all_metrics, ns)

@@ -18,6 +18,7 @@ from pipeline_kit.inference import done_key, unit_files
 from pipeline_kit.inference.client import GenerationClient
 from pipeline_kit.inference.config import GenerateConfig, parse_generate_config
 from pipeline_kit.inference.input_check import check_generation
+from pipeline_kit.inference.job_figures import FiguresRecorder
 from pipeline_kit.inference.job_pool import UnitWork, run_units
 from pipeline_kit.inference.prompts import load_prompt_config, split_prefill
 from pipeline_kit.inference.refusals import RequestsFailed, Tally
@@ -188,8 +189,10 @@ def run_job(units: list[GenerateConfig]) -> dict[str, Tally]:
             check_generation(cfg)
     works = [work for work in map(prepare, units) if work is not None]
     if not works:
+        if units:  # the job's figures say it had nothing to do
+            FiguresRecorder(units[0], done_before=len(units)).nothing_to_do()
         return {}
-    return asyncio.run(run_units(works, api_key(works[0].cfg)))
+    return asyncio.run(run_units(works, api_key(works[0].cfg), done_before=len(units) - len(works)))
 
 
 def make_task(cfg: GenerateConfig):

@@ -57,9 +57,10 @@ class FiguresRecorder:
     one of the same job (kit eval runs one per benchmark in turn, on one server) writes `<job>.<unit>.2.json`, ...,
     with `startup_s` None: the first one paid the start-up. Writing never fails the job: a failure is one line."""
 
-    def __init__(self, cfg: GenerateConfig, environ: Mapping[str, str] = os.environ, say=None):
+    def __init__(self, cfg: GenerateConfig, environ: Mapping[str, str] = os.environ, say=None, done_before: int = 0):
         self.say = say or (lambda line: print(f"kit generate: {line}", file=sys.stderr, flush=True))
         self.cfg = cfg
+        self.done_before = done_before  # units found done already (skipped)
         self.path: Path | None = None
         self.units: list[UnitFigures] = []
         self.ready_at: float | None = None  # time.monotonic() when the server answered
@@ -82,6 +83,12 @@ class FiguresRecorder:
             self.first_client = False
             self.element = f"{unit}.{k}" if unit else str(k)
             self.path = figures_file(log_dir, job, self.element)
+
+    def nothing_to_do(self) -> None:
+        """Every unit was done already: the job requests nothing, and says so (`kit status --verbose` then shows the
+        last run that generated)."""
+        if self.path is not None:
+            self._write()
 
     def server_ready(self) -> None:
         """The server answered: the job's start-up ends (for a server kit started, and the job's first client)."""
@@ -116,6 +123,7 @@ class FiguresRecorder:
             self.job,
             element=self.element,
             job_started_at=self.job_started_at,
+            units_done_before=self.done_before,
         )
         try:
             write_figures(self.path, figures)

@@ -100,15 +100,16 @@ def fewer_collections():
         gc.set_threshold(*before)
 
 
-async def run_units(works: list[UnitWork], api_key: str | None) -> dict[str, Tally]:
+async def run_units(works: list[UnitWork], api_key: str | None, done_before: int = 0) -> dict[str, Tally]:
     """Every sample of `works`, taken unit after unit into one pool of ++max_concurrent_requests workers (the next
     unit's samples start as soon as slots free up). A unit is finished (final file in input order, .done, then its
     `when_done`) by the worker that wrote its last sample. Returns the tallies of the units with failed samples
     (written but not done), by output file. An error (a server that stopped answering, every request refused)
     stops the job: the samples in flight are lost, the in-progress files keep the rest. The job's figures (server
-    start-up, each unit's samples, tokens and seconds) are written as it goes (job_figures.py)."""
+    start-up, each unit's samples, tokens and seconds, and the `done_before` units it skipped) are written as it goes
+    (job_figures.py)."""
     cfg = works[0].cfg  # the units of a job differ only in their chunk, seed and output file
-    figures = FiguresRecorder(cfg)
+    figures = FiguresRecorder(cfg, done_before=done_before)
     failed: dict[str, Tally] = {}
     pending = collections.deque(works)
     running: list[_Running] = []

@@ -21,6 +21,8 @@ from pipeline_kit.slurm_time import slurm_seconds
 from pipeline_kit.training.backends import TrainerLaunch, TrainingBackend, load_backend
 from pipeline_kit.training.checkpoints import training_done
 from pipeline_kit.training.config import (
+    accumulation_for_generations,
+    check_grpo_batch,
     check_model_dir,
     check_train_overrides,
     parse_train_overrides,
@@ -111,10 +113,16 @@ def train_jobs(cluster: ClusterConfig, spec: TrainSpec, options: JobOptions) -> 
     own = [f"++algorithm={spec.algorithm}", *(f"++{k}={override_text(v)}" for k, v in (("backend", spec.backend),
            ("model", model), ("training_data", data), ("output_dir", output_dir)))]  # fmt: skip
     placeholder = ["++vllm_server=http://resolved-in-the-job:8000"] if spec.vllm_gpus else []
-    cfg = parse_train_overrides([*own, *placeholder, *spec.overrides])  # rules between values (batch vs generations)
+    cfg = parse_train_overrides([*own, *placeholder, *spec.overrides])  # rules between values
+    backend = spec.backend_impl
+    derived = grpo_batch_overrides(cfg, spec, backend)
+    if derived:
+        own += derived
+        cfg = parse_train_overrides([*own, *placeholder, *spec.overrides])
+    if cfg.algorithm == "grpo":
+        check_grpo_batch(cfg, backend.data_parallel(cfg, spec.num_gpus, spec.num_nodes))
     _check_visible_inputs(cluster, cfg, options)
     seen = check_training_output(cluster, cfg)
-    backend = spec.backend_impl
     if cluster.executor != "none" and backend.needs_container and not spec.container:
         example = f" (e.g. {backend.container_example})" if backend.container_example else ""
         raise UserError(
@@ -153,6 +161,17 @@ def train_jobs(cluster: ClusterConfig, spec: TrainSpec, options: JobOptions) -> 
         return [JobPlan("", groups, {"inputs": [model, data], "outputs": [output_dir], "checks": checks})]
 
     return chain(options, plan)
+
+
+def grpo_batch_overrides(cfg, spec: TrainSpec, backend: TrainingBackend) -> list[str]:
+    """GRPO without ++micro_batch_size or ++gradient_accumulation_steps: the accumulation that makes a step whole
+    groups of ++num_generations on this many GPUs and nodes (1 × 8 steps on one process, 1 × 1 on 8 GPUs), so
+    that the defaults hold on every executor and GPU count; [] where the user chose the batch or nothing changes."""
+    given = {override_key(arg) for arg in spec.overrides}
+    if cfg.algorithm != "grpo" or given & {"micro_batch_size", "gradient_accumulation_steps"}:
+        return []
+    steps = accumulation_for_generations(cfg, backend.data_parallel(cfg, spec.num_gpus, spec.num_nodes))
+    return [f"++gradient_accumulation_steps={steps}"] if steps != cfg.gradient_accumulation_steps else []
 
 
 def trainer_container(cluster: ClusterConfig, spec: TrainSpec) -> str | None:

@@ -13,6 +13,8 @@ from pipeline_kit.launch import monitor, records
 from pipeline_kit.launch.monitor import FINAL, JobStatus
 from pipeline_kit.measurements import JobFigures
 
+LOOKBACK_RUNS = 20  # how many earlier runs `last_work` reads (each is one remote command over SSH)
+
 # why a job ended without succeeding, where its logs do not say
 _NO_REPORT = {
     "CANCELLED": "cancelled before it ended (kit cancel, Ctrl-C, or a parent that failed under afterok)",
@@ -45,7 +47,8 @@ class JobLogs:
 @dataclass
 class Experiment:
     """One submission of a pipeline. `states` holds the states last seen (on none and Docker final once
-    run_pipeline returns, since it waits); `status()` asks again. A dry run's handle has only `dry_run_text`."""
+    run_pipeline returns, when it waited; empty for a detached none run); `status()` asks again. A dry run's handle
+    has only `dry_run_text`."""
 
     expname: str
     run_id: str
@@ -125,6 +128,21 @@ class Experiment:
         units finish, so a running or killed job shows the units it finished."""
         return monitor.job_figures(self.cluster, self._record())
 
+    def last_work(self, jobs: list[str], runs: int = LOOKBACK_RUNS) -> dict[str, tuple[str, list[JobFigures]]]:
+        """Per job of `jobs`, (run id, figures) of the newest earlier submission of this experiment's name (of the
+        `runs` before this one) where the job generated something: what `kit status --verbose` shows for a rerun
+        that had nothing to do (every unit was done already). A job no such run measured is left out."""
+        found: dict[str, tuple[str, list[JobFigures]]] = {}
+        earlier = [p for p in records.run_files(self.cluster, self.expname) if p.stem < self.run_id][-runs:]
+        for path in reversed(earlier):
+            record = records.read_record(path)
+            for job, figures in monitor.job_figures(self.cluster, record).items():
+                if job in jobs and job not in found and any(f.units for f in figures):
+                    found[job] = (record.run_id, figures)
+            if len(found) == len(jobs):
+                break
+        return found
+
     # why, and the logs
     def failures(self, lines: int = 20) -> list[JobFailure]:
         """The jobs that ended without succeeding (by the states last seen; call status() or wait() first to
@@ -182,7 +200,8 @@ class Experiment:
 
     # stopping it
     def cancel(self) -> list[str]:
-        """Cancel every job that may still run; returns the names of the jobs it acted on."""
+        """Cancel every job that may still run; returns the names of the jobs it cancelled (not those that had
+        already ended)."""
         return monitor.cancel_experiment(self.cluster, self._record())
 
     def _record(self) -> records.ExperimentRecord:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from pipeline_kit.atomic import write_atomic
 from pipeline_kit.cluster import ClusterConfig
+from pipeline_kit.launch.detached import script_alive
 from pipeline_kit.launch.nemorun_env import import_nemo_run
 from pipeline_kit.launch.records import ExperimentRecord, JobRecord
 from pipeline_kit.launch.remote import remote_run
@@ -211,11 +212,24 @@ def experiment_status(cluster: ClusterConfig, record: ExperimentRecord) -> list[
     finished = {j.name: local_outcome(record, j) for j in record.jobs}
     live = {}
     if any(state is None for state in finished.values()):
-        live = _nemo_run_states(cluster, record)
+        live = _detached_states(record) if record.detached else _nemo_run_states(cluster, record)
     out = []
     for job in record.jobs:
         state = finished[job.name] or live.get(job.task_id, "UNKNOWN")
         out.append(JobStatus(job.name, state, _local_unit_failures(record, job) if job.array_size else {}))
+    return out
+
+
+def _detached_states(record: ExperimentRecord) -> dict[str, str]:
+    """none, run detached: RUNNING while a job's script runs, PENDING before it started, FAILED when it ended
+    without writing its outcome (killed); keyed by task id as nemo-run's states are."""
+    out = {}
+    for job in record.jobs:
+        alive = script_alive(record.log_dir, job.name)
+        if alive is False:  # its outcome may have landed just before it exited
+            out[job.task_id] = local_outcome(record, job) or "FAILED"
+        else:
+            out[job.task_id] = "RUNNING" if alive else "PENDING"
     return out
 
 
@@ -311,12 +325,14 @@ def slurm_placement(cluster: ClusterConfig, job_id: str) -> tuple[str, str | Non
 
 
 def cancel_experiment(cluster: ClusterConfig, record: ExperimentRecord) -> list[str]:
-    """Cancel every job that may still run; returns the names of the jobs it acted on."""
+    """Cancel every job that may still run; returns the names of the jobs it cancelled (a job that had already
+    ended, in any state, is left alone and not listed)."""
     if record.executor == "slurm":
-        ids = [i for j in record.jobs for i in j.slurm_ids]
-        if ids:
-            remote_run(cluster, f"scancel {' '.join(ids)}")
-        return [j.name for j in record.jobs if j.slurm_ids]
+        rows = slurm_rows(cluster, [i for j in record.jobs for i in j.slurm_ids])
+        live = [j for j in record.jobs if j.slurm_ids and _slurm_status(cluster, j, rows).state not in FINAL]
+        if live:
+            remote_run(cluster, f"scancel {' '.join(i for j in live for i in j.slurm_ids)}")
+        return [j.name for j in live]
     if record.executor == "none":
         return [job.name for job in record.jobs if job.state is None and _signal_local_job(record, job)]
 

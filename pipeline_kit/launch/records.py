@@ -34,6 +34,7 @@ class ExperimentRecord:
     log_dir: str
     nemo_run_id: str | None = None
     jobs: list[JobRecord] = field(default_factory=list)
+    detached: bool = False  # none's jobs started without nemo-run, not waited for (launch/detached.py)
 
     def job(self, name: str) -> JobRecord:
         return next(j for j in self.jobs if j.name == name)
@@ -47,17 +48,26 @@ def save_record(cluster: ClusterConfig, record: ExperimentRecord) -> None:
     write_atomic(records_dir(cluster, record.expname) / f"{record.run_id}.json", json.dumps(asdict(record), indent=1))
 
 
+def run_files(cluster: ClusterConfig, expname: str) -> list[Path]:
+    """The record files of every submission of `expname` on this cluster, oldest first (run ids start with the time)."""
+    return sorted(records_dir(cluster, expname).glob("*.json"))
+
+
+def read_record(path: Path) -> ExperimentRecord:
+    data = json.loads(path.read_text())
+    data["jobs"] = [JobRecord(**j) for j in data["jobs"]]
+    return ExperimentRecord(**data)
+
+
 def load_latest(cluster: ClusterConfig, expname: str) -> ExperimentRecord:
     """The newest submission of `expname` on this cluster."""
-    runs = sorted(records_dir(cluster, expname).glob("*.json"))
+    runs = run_files(cluster, expname)
     if not runs:
         raise UserError(
             f"no experiment named '{expname}' was submitted to {cluster.source} (looked in {records_dir(cluster, expname)}); "
             "check the name and --cluster."
         )
-    data = json.loads(runs[-1].read_text())
-    data["jobs"] = [JobRecord(**j) for j in data["jobs"]]
-    return ExperimentRecord(**data)
+    return read_record(runs[-1])
 
 
 def recorded_outputs(cluster: ClusterConfig) -> list[str]:

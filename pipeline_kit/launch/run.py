@@ -34,16 +34,20 @@ def run_pipeline(
     wait_timeout: float | None = None,
     follow: str | None = None,
 ) -> Experiment:
-    """Submit every job; returns the experiment's handle (status, wait, logs, cancel, failures). On none/local this
-    waits for the jobs; on Slurm it returns after submission unless `wait` (for at most `wait_timeout` seconds; a
-    job Slurm no longer knows is LOST and not waited for). `follow` ("kit" or "all", see launch.follow): on
-    none/local, say where the logs go, then show those lines of them while the jobs work. A dry run's handle holds
-    only the scripts and requests (`dry_run_text`).
+    """Submit every job; returns the experiment's handle (status, wait, logs, cancel, failures). `wait`: None, the
+    executor's way: on none/local the jobs run while this waits (in the foreground: Ctrl-C cancels them), on Slurm
+    it returns after submission; True: wait on every executor (on Slurm for at most `wait_timeout` seconds; a job
+    Slurm no longer knows is LOST and not waited for); False: return once submitted, on none too, whose jobs then
+    run detached (launch/detached.py), so that the handle's status, wait and cancel work mid-run as on Slurm
+    (Docker still waits). `follow` ("kit" or "all", see launch.follow): on none/local, say where the logs go, then
+    show those lines of them while the jobs work. A dry run's handle holds only the scripts and requests
+    (`dry_run_text`).
 
     Raises SubmissionRefused (a UserError) when an input check, the cluster config, sbatch or the Docker daemon
     refuses the pipeline: nothing of it runs then. A job that fails does not raise: see `Experiment.wait`."""
     try:
-        experiment = _submit(pipeline, dry_run, follow)
+        detach = wait is False and pipeline.cluster.executor == "none"
+        experiment = _submit(pipeline, dry_run, None if detach else follow, detach)
     except SubmissionRefused:
         raise
     except UserError as e:
@@ -53,7 +57,7 @@ def run_pipeline(
     return experiment
 
 
-def _submit(pipeline: Pipeline, dry_run: bool, follow: str | None) -> Experiment:
+def _submit(pipeline: Pipeline, dry_run: bool, follow: str | None, detach: bool = False) -> Experiment:
     """Everything up to the jobs being queued (on none/local: run), where a UserError means nothing runs."""
     jobs = pipeline.ordered_jobs()
     run_id = new_run_id()
@@ -72,7 +76,7 @@ def _submit(pipeline: Pipeline, dry_run: bool, follow: str | None) -> Experiment
         return Experiment(pipeline.name, run_id, pipeline.cluster, dry_run_text=submission.dry_run())
     if pipeline.cluster.executor != "slurm":
         os.makedirs(log_dir, exist_ok=True)
-    experiment = submission.submit(run_id, follow)
+    experiment = submission.submit_detached(run_id) if detach else submission.submit(run_id, follow)
     sys.stdout.flush()
     return experiment
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline_kit.errors import UserError
-from pipeline_kit.launch import records
+from pipeline_kit.launch import detached, records
 from pipeline_kit.launch.executors import adjust_slurm_task, docker_executor, local_executor, slurm_executor
 from pipeline_kit.launch.experiment import Experiment
 from pipeline_kit.launch.follow import LogFollower, service_logs
@@ -214,6 +214,23 @@ class Submission:
         sys.stderr.flush()
         with LogFollower(self.log_dir, service_logs(self.jobs), follow):
             return self._submit(run_id)
+
+    def submit_detached(self, run_id: str) -> Experiment:
+        """none, not waited for: each job's script started in its own session (launch/detached.py), in the order of
+        the jobs (each waits for its parents' .rc files itself); returns at once with no state known yet."""
+        p = self.pipeline
+        record = records.ExperimentRecord(p.name, run_id, p.cluster.executor, self.log_dir, detached=True)
+        record.jobs = [
+            records.JobRecord(
+                job.name, job.name, [g.name for g in job.groups], job.array_size, outputs=list(job.outputs)
+            )
+            for job in self.jobs
+        ]
+        records.save_record(p.cluster, record)
+        self.submitted_at = time.time()
+        for task in self.tasks:
+            detached.start(self.scripts(task)[0], task.name, self.log_dir, dict(p.cluster.env_vars))
+        return Experiment(p.name, run_id, p.cluster, record)
 
     def _submit(self, run_id: str) -> Experiment:
         """Queue the jobs (on none/local: run them, and wait until they end) and record them."""

@@ -53,6 +53,11 @@ class TrainingBackend:
         """On executor `none` (the job runs on this machine): what must be installed here. `env`: the job's
         environment variables (this process's and the cluster config's)."""
 
+    def data_parallel(self, cfg, num_gpus: int, num_nodes: int) -> int:
+        """The trainer's data-parallel processes on `num_gpus` per node (0: CPU, one process) and `num_nodes`: one
+        per GPU by default (GRPO's batch is counted over them)."""
+        return max(num_gpus, 1) * num_nodes
+
     def command(self, launch: TrainerLaunch) -> str:
         raise NotImplementedError
 

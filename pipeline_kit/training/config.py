@@ -3,6 +3,7 @@ from `++key=value` overrides with the generation script's parser; the checks tha
 
 from __future__ import annotations
 
+import math
 import sys
 from dataclasses import dataclass, field
 from importlib.util import find_spec
@@ -81,10 +82,11 @@ class TrainConfig:
     reward: RewardConfig = field(default_factory=RewardConfig)
 
 
-def parse_train_overrides(args: list[str], complete: bool = True) -> TrainConfig | None:
+def parse_train_overrides(args: list[str], complete: bool = True, processes: int | None = None) -> TrainConfig | None:
+    """`processes`: the trainer's data-parallel processes, where known (GRPO's batch is checked against them)."""
     cfg = parse_overrides(args, TrainConfig, "training", complete=complete)
     if cfg is not None:
-        check_config(cfg)
+        check_config(cfg, processes)
     return cfg
 
 
@@ -93,8 +95,9 @@ def check_train_overrides(args: list[str] | tuple[str, ...]) -> None:
     check_overrides(args, TrainConfig, "training")
 
 
-def check_config(cfg: TrainConfig) -> None:
-    """The rules between values; each is one UserError naming the key."""
+def check_config(cfg: TrainConfig, processes: int | None = None) -> None:
+    """The rules between values; each is one UserError naming the key. GRPO's batch against ++num_generations is
+    checked where the data-parallel `processes` are known (see check_grpo_batch)."""
     if cfg.algorithm not in ALGORITHMS:
         raise UserError(f"++algorithm={cfg.algorithm} is not one of {', '.join(ALGORITHMS)}.")
     if cfg.report_to not in REPORTERS:
@@ -128,13 +131,29 @@ def check_config(cfg: TrainConfig) -> None:
     else:
         if cfg.num_generations < 2:
             raise UserError(f"++num_generations={cfg.num_generations}: GRPO compares at least 2 completions a prompt.")
-        batch = cfg.micro_batch_size * cfg.gradient_accumulation_steps
-        if batch % cfg.num_generations:
-            raise UserError(
-                f"++micro_batch_size={cfg.micro_batch_size} × ++gradient_accumulation_steps="
-                f"{cfg.gradient_accumulation_steps} = {batch} completions a step is not a multiple of "
-                f"++num_generations={cfg.num_generations}; make it one (e.g. ++micro_batch_size={cfg.num_generations})."
-            )
+        if processes is not None:
+            check_grpo_batch(cfg, processes)
+
+
+def accumulation_for_generations(cfg: TrainConfig, processes: int) -> int:
+    """The fewest ++gradient_accumulation_steps that make a GRPO step (++micro_batch_size × steps × the
+    data-parallel `processes`) hold whole groups of ++num_generations completions: what kit uses when neither batch
+    key is given, so that the defaults hold on any GPU count."""
+    return cfg.num_generations // math.gcd(cfg.num_generations, cfg.micro_batch_size * processes)
+
+
+def check_grpo_batch(cfg: TrainConfig, processes: int) -> None:
+    """A GRPO step's completions (micro batch × accumulation × data-parallel processes, as TRL and NeMo-RL count
+    them) must be whole groups of ++num_generations."""
+    batch = cfg.micro_batch_size * cfg.gradient_accumulation_steps * processes
+    if batch % cfg.num_generations:
+        steps = accumulation_for_generations(cfg, processes)
+        raise UserError(
+            f"++micro_batch_size={cfg.micro_batch_size} × ++gradient_accumulation_steps="
+            f"{cfg.gradient_accumulation_steps} × {processes} data-parallel process(es) = {batch} completions a step "
+            f"is not a multiple of ++num_generations={cfg.num_generations}; make it one (e.g. "
+            f"++gradient_accumulation_steps={steps}, or leave both batch keys out and kit picks that)."
+        )
 
 
 NEMO_RL_ONLY = ("strategy", "tensor_parallel_size", "pipeline_parallel_size", "nemo_rl_dir")

@@ -52,6 +52,9 @@ class NemoRlBackend(TrainingBackend):
                 "drop it, or use --backend=trl."
             )
 
+    def data_parallel(self, cfg: TrainConfig, num_gpus: int, num_nodes: int) -> int:
+        return data_parallel(cfg, num_gpus, num_nodes)
+
     def check_here(self, cfg: TrainConfig, env: dict[str, str]) -> None:
 
         if not os.path.isdir(cfg.nemo_rl_dir):
@@ -103,11 +106,15 @@ def convert_argv(cfg: TrainConfig, step_dir: str, hf_dir: str, weights: str) -> 
     return [*_uv(cfg.strategy), script, "--config", f"{step_dir}/config.yaml", flag, weights, "--hf-ckpt-path", hf_dir]
 
 
-def global_batch(cfg: TrainConfig, num_gpus: int, num_nodes: int) -> int:
-    """kit's batch: micro × accumulation × data-parallel ranks (the GPUs over the model-parallel size)."""
+def data_parallel(cfg: TrainConfig, num_gpus: int, num_nodes: int) -> int:
+    """Data-parallel ranks: the GPUs over the model-parallel size."""
     model_parallel = cfg.tensor_parallel_size * cfg.pipeline_parallel_size
-    data_parallel = max(max(num_gpus, 1) * num_nodes // model_parallel, 1)
-    return cfg.micro_batch_size * cfg.gradient_accumulation_steps * data_parallel
+    return max(max(num_gpus, 1) * num_nodes // model_parallel, 1)
+
+
+def global_batch(cfg: TrainConfig, num_gpus: int, num_nodes: int) -> int:
+    """kit's batch: micro × accumulation × data-parallel ranks."""
+    return cfg.micro_batch_size * cfg.gradient_accumulation_steps * data_parallel(cfg, num_gpus, num_nodes)
 
 
 def run_config(

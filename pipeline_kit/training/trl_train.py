@@ -205,7 +205,9 @@ def run(cfg: TrainConfig) -> None:
 def main(argv: list[str] | None = None) -> int:
     try:
         check_training_libraries()  # before the overrides: parsing them needs hydra
-        cfg = parse_train_overrides(list(sys.argv[1:] if argv is None else argv))
+        # torchrun's WORLD_SIZE: the data-parallel processes GRPO's batch is counted over
+        processes = int(os.environ.get("WORLD_SIZE", "1"))
+        cfg = parse_train_overrides(list(sys.argv[1:] if argv is None else argv), processes=processes)
         run(cfg)
     except UserError as e:
         print(f"kit train: error: {e}", file=sys.stderr)

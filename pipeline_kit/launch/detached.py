@@ -1,0 +1,41 @@
+"""none's jobs run detached (`run_pipeline(wait=False)`): each job's script starts in its own session, reparented
+away from the submitting process, and is not waited for; its outcome is the .rc file it writes ($KIT_RC_FILE), its
+state while it runs is read from its .pid file, and `cancel` signals that pid as for a waited run."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+from pipeline_kit.atomic import write_atomic
+
+# the outer bash starts the script in the background and exits at once: the script's parent becomes init (or the
+# nearest subreaper), so it outlives the submitting process and never lingers as its zombie
+_LAUNCH = 'bash "$0" </dev/null >>"$1" 2>&1 &'
+
+
+def start(script: str, job: str, log_dir: str, env_vars: dict[str, str]) -> None:
+    """Write the job's script to <log_dir>/<job>.sh and start it; its own output goes to <log_dir>/<job>.out."""
+    path = Path(log_dir) / f"{job}.sh"
+    write_atomic(path, script)
+    subprocess.run(
+        ["bash", "-c", _LAUNCH, str(path), str(Path(log_dir) / f"{job}.out")],
+        env={**os.environ, **env_vars},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        start_new_session=True,
+        check=True,
+    )
+
+
+def script_alive(log_dir: str, job: str) -> bool | None:
+    """Whether the job's script runs now (its .pid names a live bash); None before it wrote its pid."""
+    try:
+        pid = int((Path(log_dir) / f"{job}.pid").read_text())
+    except (OSError, ValueError):
+        return None
+    try:
+        return b"bash" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
