@@ -20,6 +20,8 @@ class ServerConfig:
     ready_timeout: float = 600.0  # seconds to wait for the server kit started to answer /v1/models
     external_ready_timeout: float = 20.0  # the same for a server kit did not start (--server_address): it is up or not
     server_log: str | None = None  # the server's log, whose tail is shown when it is not ready or dies
+    # the --server_args of the server kit started (set by kit generate): part of the .done key (done_key.py)
+    server_args: str = ""
     # the server's GPUs per node and nodes (set by kit generate): recorded with the job's measurements, so that
     # figures compare like with like; not part of the .done key (they cannot change the output)
     gpus: int = 0
