@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pipeline_kit
-from pipeline_kit import resources
+from pipeline_kit import output_lock, resources
 from pipeline_kit.atomic import default_mode
 from pipeline_kit.cluster import ClusterConfig
 from pipeline_kit.errors import UserError
@@ -53,8 +53,8 @@ def uncommitted_files(repo: str) -> list[str]:
 
 def untracked_files(repo: str) -> list[str]:
     """Files git does not track and does not ignore (.gitignore, .git/info/exclude, the global excludes): `git
-    archive HEAD` leaves them out too, e.g. a new module not yet added."""
-    out = _git(repo, "ls-files", "-z", "--others", "--exclude-standard")
+    archive HEAD` leaves them out too, e.g. a new module not yet added. kit's own output locks are not code."""
+    out = _git(repo, "ls-files", "-z", "--others", "--exclude-standard", f"--exclude=*{output_lock.SUFFIX}")
     return [path for path in out.split("\0") if path]
 
 

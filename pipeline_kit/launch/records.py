@@ -34,6 +34,7 @@ class ExperimentRecord:
     log_dir: str
     nemo_run_id: str | None = None
     jobs: list[JobRecord] = field(default_factory=list)
+    locks: list[str] = field(default_factory=list)  # its output locks (pipeline_kit.output_lock), for `kit cancel`
 
     def job(self, name: str) -> JobRecord:
         return next(j for j in self.jobs if j.name == name)
