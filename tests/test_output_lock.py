@@ -177,3 +177,48 @@ def test_a_lock_file_in_the_repository_is_not_untracked_code(user_repo):
     output_lock.lock_path(str(user_repo / "results")).write_text("{}")
     (user_repo / "new_module.py").write_text("")
     assert untracked_files(str(user_repo)) == ["new_module.py"]
+
+
+HELLO_RECIPE = textwrap.dedent(
+    '''
+    """Say something into hello/said.txt."""
+
+    from dataclasses import dataclass
+    from typing import Annotated
+
+    import typer
+
+    from pipeline_kit.jobs import RunCmdSpec
+    from pipeline_kit.recipes.stages import Stage
+
+
+    @dataclass
+    class Params:
+        output_dir: Annotated[str, typer.Option("--output_dir")] = ""
+        greeting: Annotated[str, typer.Option("--greeting")] = "hello"
+
+
+    def stages(cluster, p: Params) -> list[Stage]:
+        folder = f"{p.output_dir}/hello"
+        spec = RunCmdSpec(f"mkdir -p {folder} && echo {p.greeting} > {folder}/said.txt", outputs=(folder,))
+        return [Stage("hello", spec, folder, [f"{folder}/said.txt"])]
+    '''
+)
+
+
+def test_a_recipe_locks_its_stage_folders_before_moving_one_aside(kit, none_cluster, tmp_path):
+    (tmp_path / "hello_recipe.py").write_text(HELLO_RECIPE)
+    recipe, out = str(tmp_path / "hello_recipe.py"), tmp_path / "out"
+    res = kit("run_recipe", recipe, *none_cluster, f"--output_dir={out}", "--greeting=hi")
+    assert res.returncode == 0, res.stdout + res.stderr  # its stage (run_cmd) shares the recipe's lock
+    assert not output_lock.lock_path(str(out / "hello")).exists()
+
+    # another run writes hello/ now: a changed greeting would move it aside; it is refused before that
+    lock = output_lock.lock_path(str(out / "hello"))
+    lock.write_text(json.dumps({"expname": "writer", "host": socket.gethostname(), "pid": os.getpid(), "token": "w"}))
+    res = kit("run_recipe", recipe, *none_cluster, f"--output_dir={out}", "--greeting=bye")
+    assert res.returncode == 2 and "is being written by run 'writer'" in res.stderr, res.stdout + res.stderr
+    assert (out / "hello" / "said.txt").read_text() == "hi\n" and not list(out.glob("hello.replaced-*"))
+    lock.unlink()
+    res = kit("run_recipe", recipe, *none_cluster, f"--output_dir={out}", "--greeting=bye")
+    assert res.returncode == 0 and (out / "hello" / "said.txt").read_text() == "bye\n", res.stdout + res.stderr
