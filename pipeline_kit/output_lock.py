@@ -116,9 +116,10 @@ def why_free(holder: dict) -> str | None:
 
 def _refusal(output: str, path: Path, holder: dict) -> UserError:
     name = holder.get("expname", "?")
+    where = f"--cluster={holder['cluster']} " if holder.get("cluster") else ""
     return UserError(
-        f"{output} is being written by {_describe(holder)}; wait for it (`kit status {name}`, or --wait on the "
-        f"first run) or cancel it (`kit cancel {name}`), or write to another output folder (lock: {path})."
+        f"{output} is being written by {_describe(holder)}; wait until it ends (`kit status {where}{name}`) or "
+        f"cancel it (`kit cancel {where}{name}`), or write to another output folder (lock: {path})."
     )
 
 
@@ -195,10 +196,17 @@ class RunLocks:
 
 
 def acquire(
-    outputs: list[str], expname: str, run_id: str | None = None, note: Callable[[str], None] | None = None
+    outputs: list[str],
+    expname: str,
+    run_id: str | None = None,
+    cluster: str | None = None,
+    note: Callable[[str], None] | None = None,
+    after: tuple[str, ...] = (),
 ) -> RunLocks:
     """Lock every output for this run (all or none); a lock this process holds already is shared. Raises UserError
-    naming the run that holds one; a stale one is taken over with a `note` line (stderr by default)."""
+    naming the run that holds one (`cluster`: its config's name, for the `kit status`/`kit cancel` it suggests); a
+    stale one is taken over with a `note` line (stderr by default), and so is one held by a run this one waits for
+    (`after`: its --run_after experiments; its jobs start once they ended, so the two never write at once)."""
     note = note or (lambda line: print(line, file=sys.stderr, flush=True))
     locks = RunLocks()
     try:
@@ -213,6 +221,7 @@ def acquire(
             info = {
                 "expname": expname,
                 "run_id": run_id,
+                "cluster": cluster,
                 "owner": _user(),
                 "host": socket.gethostname(),
                 "pid": os.getpid(),
@@ -236,6 +245,8 @@ def acquire(
                 if holder is None:
                     continue
                 stale = why_free(holder)
+                if holder.get("expname") in after and stale is None:
+                    stale = "this run waits for it (--run_after)"
                 if stale is None:
                     raise _refusal(output, path, holder)
                 if _take_over(path, holder):

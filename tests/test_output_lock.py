@@ -74,7 +74,7 @@ def test_a_second_run_into_a_busy_folder_is_refused_naming_the_first(kit, none_c
         line = second.stderr.strip()
         assert "\n" not in line and "Traceback" not in line, line
         assert f"{out} is being written by run 'first'" in line and f"pid {holder['pid']}" in line
-        assert "kit cancel first" in line and "kit status first" in line
+        assert "`kit cancel --cluster=local-procs first`" in line and "`kit status --cluster=local-procs first`" in line
 
         dry = kit("generate", *args, "--expname=second", "--dry_run", env=env)  # takes nothing, says it
         assert dry.returncode == 0, dry.stderr
@@ -124,6 +124,11 @@ def test_locks_are_shared_within_a_run_and_refused_across_runs(tmp_path, monkeyp
         output_lock.acquire([str(tmp_path / "a"), out], "mine")
     assert not output_lock.lock_path(str(tmp_path / "a")).exists()
 
+    # a run that waits for the holder (--run_after) takes it over: their jobs never write at once
+    notes: list[str] = []
+    output_lock.acquire([out], "next", note=notes.append, after=("busy",)).release()
+    assert len(notes) == 1 and "this run waits for it (--run_after)" in notes[0]
+
     # another host's process cannot be seen from here: held
     path.write_text(json.dumps({"expname": "far", "host": "elsewhere", "pid": 1, "token": "y"}))
     with pytest.raises(UserError, match=r"run 'far' \(\? on elsewhere, pid 1"):
@@ -136,7 +141,7 @@ def test_locks_are_shared_within_a_run_and_refused_across_runs(tmp_path, monkeyp
     (fake / "squeue").chmod(0o755)
     monkeypatch.setenv("PATH", f"{fake}{os.pathsep}{os.environ['PATH']}")
     path.write_text(json.dumps({"expname": "old", "host": "elsewhere", "pid": 1, "slurm_ids": ["7"], "token": "z"}))
-    notes: list[str] = []
+    notes.clear()
     taken = output_lock.acquire([out], "mine", note=notes.append)
     assert len(notes) == 1 and "Slurm job 7 is no longer queued or running" in notes[0]
     taken.release()
@@ -160,7 +165,7 @@ def test_a_queued_slurm_job_holds_the_lock_until_kit_cancel(kit, configs, stub, 
         second = kit("generate", *gen, "--expname=later", timeout=240)
         assert second.returncode == 2, second.stdout + second.stderr
         assert "run 'held'" in second.stderr and f"Slurm job {job_id}" in second.stderr
-        assert "kit cancel held" in second.stderr and "Traceback" not in second.stderr
+        assert "kit cancel --cluster=gen held" in second.stderr and "Traceback" not in second.stderr
 
         assert kit("cancel", *cluster, "held").returncode == 0
         third = kit("generate", *gen, "--expname=later", timeout=240)

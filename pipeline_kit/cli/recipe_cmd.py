@@ -27,7 +27,8 @@ def run_recipe(flags: JobFlags, recipe: Recipe, params) -> int:
     if flags.dry_run:
         return run_jobs(flags, cluster, options.expname, jobs)
     # the stage folders are locked before any is moved aside: a run that writes one now keeps it
-    locks = output_lock.acquire([p.stage.folder for p in plans if p.action != "skip"], options.expname)
+    folders = [p.stage.folder for p in plans if p.action != "skip"]
+    locks = output_lock.acquire(folders, options.expname, cluster=cluster.name)
     try:
         moved = st.start(plans)
         for line in moved:
