@@ -176,12 +176,11 @@ def test_a_queued_slurm_job_holds_the_lock_until_kit_cancel(kit, configs, stub, 
         kit("cancel", *cluster, "later")
 
 
-def test_a_lock_file_in_the_repository_is_not_untracked_code(user_repo):
-    from pipeline_kit.launch.packaging import untracked_files
+def test_a_lock_file_in_the_repository_is_no_code_to_refuse():
+    from pipeline_kit.launch.worktree import is_code
 
-    output_lock.lock_path(str(user_repo / "results")).write_text("{}")
-    (user_repo / "new_module.py").write_text("")
-    assert untracked_files(str(user_repo)) == ["new_module.py"]
+    assert not is_code(str(output_lock.lock_path("results/first")).lstrip("/"))
+    assert is_code("results/new_module.py")
 
 
 HELLO_RECIPE = textwrap.dedent(

@@ -1,6 +1,7 @@
 """Code packaging (launch/packaging.py): the packed copy of an installed kit carries the resource folders, the
 fingerprint sees every file of them, two submissions of the same code at the same moment share one folder, and a
-user repo's uncommitted changes and untracked files (not ignored ones) are named and refused unless allowed."""
+user repo's uncommitted changes and untracked code files (not ignored ones) are named and refused unless allowed,
+while data, outputs and kit's own folders are left out with a note (launch/worktree.py)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pytest
 from pipeline_kit import resources
 from pipeline_kit.cluster.config import ClusterConfig
 from pipeline_kit.errors import UserError
-from pipeline_kit.launch import packaging
+from pipeline_kit.launch import packaging, records, worktree
 
 
 def fake_kit(root: Path, inside: bool) -> Path:
@@ -139,41 +140,116 @@ def repo(tmp_path, monkeypatch) -> Path:
     return repo
 
 
-def test_untracked_files_are_named_like_uncommitted_changes_and_refused(tmp_path, repo, capsys):
+def test_untracked_code_is_named_like_uncommitted_changes_and_refused(tmp_path, repo, capsys):
     (repo / "pkg" / "new module.py").write_text("VALUE = 1\n")  # new, not added: the packed commit lacks it
     (repo / "outputs").mkdir()
     (repo / "outputs" / "result.jsonl").write_text("{}\n")  # ignored: neither named nor packed
-    (repo / "run.log").write_text("log\n")
+    (repo / "run.log").write_text("log\n")  # ignored too
+    (repo / "notes.txt").write_text("todo\n")  # untracked, not code: left out, said in a note
     with pytest.raises(UserError) as refused:
         packaging.package_code(cluster_at(tmp_path), str(repo), allow_uncommitted=False, reuse_code=True)
     assert str(refused.value) == (
-        f"{repo} has untracked files pkg/new module.py; jobs run committed code only. Commit them (untracked files: "
-        "git add, or list them in .gitignore), or pass --allow_uncommitted to run the last commit anyway."
+        f"{repo} has untracked code files pkg/new module.py; jobs run committed code only. Commit them (untracked "
+        "files: git add, or list them in .gitignore), or pass --allow_uncommitted to run the last commit anyway."
     )
     assert not (tmp_path / "jobs").exists()  # nothing packed
 
     (repo / "pkg" / "main.py").write_text("print('edited')\n")
-    with pytest.raises(UserError, match=r"has uncommitted changes in pkg/main.py; untracked files pkg/new module.py;"):
+    with pytest.raises(UserError, match=r"has uncommitted changes in pkg/main.py; untracked code files pkg/new mod"):
         packaging.plan_code(str(repo), allow_uncommitted=False)  # what --dry_run checks
+    capsys.readouterr()
 
     code = packaging.package_code(cluster_at(tmp_path), str(repo), allow_uncommitted=True, reuse_code=True)
     assert capsys.readouterr().err == (
+        "kit: left out of the packed code (untracked, not code): notes.txt\n"
         "kit: warning: --allow_uncommitted: the jobs run the last commit, without uncommitted changes in pkg/main.py; "
-        "untracked files pkg/new module.py\n"
+        "untracked code files pkg/new module.py\n"
     )
     packed = Path(code.local_dir)
     assert (packed / "pkg" / "main.py").read_text() == "print('main')\n"  # the commit, not the edit
     assert not (packed / "pkg" / "new module.py").exists() and not (packed / "outputs").exists()
+    assert not (packed / "run.log").exists() and not (packed / "notes.txt").exists()
 
-    git(repo, "add", ".")
+    git(repo, "add", "pkg")
     git(repo, "commit", "-q", "-m", "new module")
     again = packaging.package_code(cluster_at(tmp_path), str(repo), allow_uncommitted=False, reuse_code=True)
-    assert capsys.readouterr().err == ""
+    assert capsys.readouterr().err == "kit: left out of the packed code (untracked, not code): notes.txt\n"
     assert (Path(again.local_dir) / "pkg" / "new module.py").read_text() == "VALUE = 1\n"
 
 
-def test_many_untracked_files_are_counted(tmp_path, repo):
+@pytest.mark.parametrize(
+    "path, code",
+    [
+        ("pkg/helper.py", True),
+        ("scripts/run.sh", True),
+        ("prompts/mine.yaml", True),  # a prompt config read as ++prompt_config=prompts/mine.yaml
+        ("recipes/mine/config.yml", True),
+        ("templates/chat.jinja", True),  # ++server.chat_template=templates/chat.jinja
+        ("datasets_registry/mybench.py", True),
+        ("cluster_configs/laptop.yaml", False),  # read where kit is run, never by a job
+        ("results/first/output.jsonl", False),
+        ("data/train.parquet", False),
+        ("metrics.json", False),
+        ("notes.txt", False),
+        ("README.md", False),
+    ],
+)
+def test_what_counts_as_code(path, code):
+    assert worktree.is_code(path) is code
+
+
+def test_many_untracked_code_files_are_counted_and_data_is_grouped_by_folder(tmp_path, repo, capsys):
     for i in range(7):
-        (repo / f"data_{i}.txt").write_text("x\n")
-    with pytest.raises(UserError, match=r"untracked files data_0.txt, data_1.txt, .*data_4.txt \(\+2 more\);"):
+        (repo / f"mod_{i}.py").write_text("x = 1\n")
+    (repo / "results" / "first").mkdir(parents=True)
+    for name in ("output.jsonl", "output.jsonl.done", "metrics.json"):
+        (repo / "results" / "first" / name).write_text("{}\n")
+    (repo / "notes.txt").write_text("x\n")
+    with pytest.raises(UserError, match=r"untracked code files mod_0.py, mod_1.py, .*mod_4.py \(\+2 more\);"):
         packaging.plan_code(str(repo), allow_uncommitted=False)
+    assert capsys.readouterr().err == ""  # a refusal says only what is refused
+    packaging.plan_code(str(repo), allow_uncommitted=True)
+    assert capsys.readouterr().err.splitlines()[0] == (
+        "kit: left out of the packed code (untracked, not code): notes.txt, results/ (3 files)"
+    )
+
+
+def test_code_in_kit_folders_and_changed_data_are_left_out_not_refused(tmp_path, repo, capsys):
+    """Files inside this submission's folders or an earlier run's recorded outputs (a checkpoint's modeling .py,
+    a chat template) are kit's outputs, not code; a tracked data file the user regenerates is no code change; a
+    changed tracked module still is."""
+    (repo / "data").mkdir()
+    (repo / "data" / "train.jsonl").write_text("{}\n")
+    git(repo, "add", "data")
+    git(repo, "commit", "-q", "-m", "data")
+    (repo / "data" / "train.jsonl").write_text("{}\n{}\n")  # regenerated
+    (repo / "ckpt").mkdir()
+    (repo / "ckpt" / "modeling_tiny.py").write_text("x = 1\n")  # written by an earlier run
+    (repo / "ckpt" / "chat_template.jinja").write_text("{{ messages }}\n")
+    (repo / "now").mkdir()
+    (repo / "now" / "step.py").write_text("x = 1\n")  # in this submission's output folder
+    cluster = cluster_at(tmp_path)
+    with pytest.raises(UserError, match=r"has untracked code files ckpt/chat_template.jinja, ckpt/modeling_tiny.py;"):
+        packaging.plan_code(str(repo), False, cluster, [str(repo / "now")])
+    records.save_record(
+        cluster,
+        records.ExperimentRecord(
+            "train", "r1", "none", "/logs", jobs=[records.JobRecord("t", "t", [], outputs=[str(repo / "ckpt")])]
+        ),
+    )
+    capsys.readouterr()
+    packaging.plan_code(str(repo), False, cluster, [str(repo / "now")])
+    assert capsys.readouterr().err == (
+        "kit: left out of the packed code (untracked, not code): ckpt/ (2 files), now/step.py\n"
+        "kit: left out of the packed code (uncommitted changes to data or kit's outputs; jobs read them where they "
+        "are): data/train.jsonl\n"
+    )
+    (repo / "pkg" / "main.py").write_text("print('edited')\n")
+    with pytest.raises(UserError, match=r"has uncommitted changes in pkg/main.py; jobs run committed code only"):
+        packaging.plan_code(str(repo), False, cluster, [str(repo / "now")])
+
+
+def test_a_kit_folder_that_holds_the_whole_repo_exempts_nothing(tmp_path, repo):
+    (repo / "helper.py").write_text("x = 1\n")
+    with pytest.raises(UserError, match="untracked code files helper.py"):
+        packaging.plan_code(str(repo), False, cluster_at(tmp_path), [str(tmp_path), str(repo)])

@@ -182,15 +182,38 @@ def test_setup_asks_slurm_over_the_ssh_tunnel_it_configures(kit, tmp_path):
     assert "partition 'gpu' is not a partition of this cluster (sinfo lists: debug, cpu)" in remote.stderr
 
 
-def test_setup_in_the_default_folder_says_how_to_find_it_from_anywhere(kit, tmp_path, user_repo):
+def test_setup_writes_to_the_users_config_folder_found_from_anywhere(kit, tmp_path, user_repo):
+    """Run from the project's repository, setup writes to $KIT_HOME/cluster_configs (~/.kit/cluster_configs), not
+    into the repository where an untracked config would sit beside the code; lookup finds it from anywhere."""
     res = kit("setup", "--cluster=laptop", "--executor=none", f"--job_dir={tmp_path / 'jobs'}")
     assert res.returncode == 0, res.stderr
-    folder = user_repo / "cluster_configs"
-    assert (folder / "laptop.yaml").is_file()
-    assert f"export KIT_CONFIG_DIR={folder}" in res.stdout, res.stdout
+    written = tmp_path / "home" / ".kit" / "cluster_configs" / "laptop.yaml"  # the kit fixture's KIT_HOME
+    assert written.is_file() and not (user_repo / "cluster_configs").exists()
+    assert res.stdout == f"wrote {written}; use it with --cluster=laptop\n"
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    found = kit(
-        "run_cmd", "--cluster=laptop", "--command=true", "--dry_run", cwd=elsewhere, env={"KIT_CONFIG_DIR": str(folder)}
+    for cwd in (user_repo, elsewhere):
+        ran = kit("run_cmd", "--cluster=laptop", "--command=echo ran", cwd=cwd)
+        assert ran.returncode == 0 and "ran" in ran.stdout, ran.stderr
+        assert "left out" not in ran.stderr, ran.stderr  # nothing new in the repository
+
+    # $KIT_CONFIG_DIR, when set, is the user's config folder: setup writes there and lookup looks there
+    mine = tmp_path / "mine"
+    env = {"KIT_CONFIG_DIR": str(mine)}
+    res = kit("setup", "--cluster=box", "--executor=none", f"--job_dir={tmp_path / 'jobs'}", env=env)
+    assert res.returncode == 0 and res.stdout == f"wrote {mine / 'box.yaml'}; use it with --cluster=box\n"
+    assert kit("run_cmd", "--cluster=box", "--command=true", "--dry_run", cwd=elsewhere, env=env).returncode == 0
+    assert kit("run_cmd", "--cluster=box", "--command=true", "--dry_run", cwd=elsewhere).returncode == 2
+
+
+def test_a_config_written_into_the_repository_does_not_block_it(kit, tmp_path, user_repo):
+    """--config_dir=cluster_configs puts it in the repository, untracked: kit reads it where it runs, never in a job,
+    so it is left out of the packed code with a note, and runs go on."""
+    res = kit("setup", "--cluster=laptop", "--config_dir=cluster_configs", "--executor=none", f"--job_dir={tmp_path}")
+    assert res.returncode == 0, res.stderr
+    assert res.stdout == f"wrote {user_repo / 'cluster_configs' / 'laptop.yaml'}; use it with --cluster=laptop " + (
+        f"--config_dir={user_repo / 'cluster_configs'}\n"
     )
-    assert found.returncode == 0, found.stderr
+    ran = kit("run_cmd", "--cluster=laptop", "--command=echo ran")
+    assert ran.returncode == 0 and "ran" in ran.stdout, ran.stderr
+    assert "kit: left out of the packed code (untracked, not code): cluster_configs/laptop.yaml\n" in ran.stderr

@@ -125,13 +125,12 @@ def test_untracked_files_named(kit, configs, user_repo):
     d = configs("good", GOOD)
     (user_repo / "helper.py").write_text("X = 1\n")  # a new module, not added: the jobs would not have it
     line = one_error_line(kit("run_cmd", "--cluster=good", f"--config_dir={d}", "--command=echo"))
-    assert "untracked files helper.py" in line and "--allow_uncommitted" in line
+    assert "untracked code files helper.py" in line and "--allow_uncommitted" in line
     res = kit("run_cmd", "--cluster=good", f"--config_dir={d}", "--command=ls", "--allow_uncommitted")
     assert res.returncode == 0, res.stderr
     assert "hello.py" in res.stdout and "helper.py" not in res.stdout  # the last commit ran, without it
-    assert "kit: warning: --allow_uncommitted: the jobs run the last commit, without untracked files helper.py" in (
-        res.stderr
-    )
+    warning = "kit: warning: --allow_uncommitted: the jobs run the last commit, without untracked code files helper.py"
+    assert warning in res.stderr
 
 
 def test_unreachable_docker_daemon_is_one_line(kit, configs):
@@ -163,13 +162,17 @@ def test_misspelled_flag_gets_a_did_you_mean(kit, args, needle):
     assert one_error_line(kit(*args)) == f"kit: error: {needle}"
 
 
-def test_unknown_cluster_names_the_folders_and_the_configs_there(kit, configs, user_repo):
+def test_unknown_cluster_names_the_folders_and_the_configs_there(kit, configs, user_repo, tmp_path):
     from pipeline_kit.cluster.lookup import PACKAGE_CONFIGS
 
     d = configs("slurm-a100", GOOD)
     configs("laptop", GOOD)
     line = one_error_line(kit("run_cmd", "--cluster=slurm-a10", f"--config_dir={d}", "--command=echo"))
-    assert f"no slurm-a10.yaml in {d}, {user_repo / 'cluster_configs'} (no such folder), {PACKAGE_CONFIGS}" in line
+    mine = tmp_path / "home" / ".kit" / "cluster_configs"  # the kit fixture's $KIT_HOME/cluster_configs
+    assert (
+        f"no slurm-a10.yaml in {d}, {mine} (no such folder), {user_repo / 'cluster_configs'} (no such folder), "
+        f"{PACKAGE_CONFIGS}"
+    ) in line
     assert "the configs there are laptop, slurm-a100, " in line and "none" in line  # the package's examples too
     assert "Did you mean 'slurm-a100'?" in line and "kit setup --cluster=slurm-a10" in line
 

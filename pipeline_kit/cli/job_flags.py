@@ -59,7 +59,7 @@ class JobFlags:
     allow_uncommitted: Annotated[
         bool,
         typer.Option(
-            "--allow_uncommitted", help="Run the last commit even with uncommitted changes or untracked files."
+            "--allow_uncommitted", help="Run the last commit even with uncommitted changes or untracked code files."
         ),
     ] = False
     extra_args: tuple[str, ...] = ()  # the ++key=value arguments, passed through to the inner script

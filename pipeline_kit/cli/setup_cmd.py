@@ -1,6 +1,8 @@
 """`kit setup`: write a cluster config from flags, asking for what is missing when run at a terminal, and
-validate every value before the file is written. On Slurm it also checks the partitions and the account against
-`sinfo` and `sacctmgr` (here, or over the ssh_tunnel it configures) and warns about names the cluster does not list.
+validate every value before the file is written. It goes to the user's config folder ($KIT_CONFIG_DIR, else
+~/.kit/cluster_configs: found from anywhere, and never an untracked file in a project's repository) unless
+--config_dir names another. On Slurm it also checks the partitions and the account against `sinfo` and `sacctmgr`
+(here, or over the ssh_tunnel it configures) and warns about names the cluster does not list.
 
 The file gets the umask's mode (0644 under umask 022), so a team can share it, unless an `--env_var` carries a
 value (NAME=value): such values are often tokens, so that file is kept to its owner (0600). An env var given as
@@ -21,7 +23,10 @@ def register(app: typer.Typer) -> None:
     @app.command(help="Write a cluster config (interactively, or from flags) and validate it.")
     def setup(
         cluster: Annotated[str, Opt("--cluster", help="Name of the config to write (NAME.yaml).")] = "",
-        config_dir: Annotated[str, Opt("--config_dir", help="Folder to write it in.")] = "cluster_configs",
+        config_dir: Annotated[
+            str | None,
+            Opt("--config_dir", help="Folder to write it in (default: $KIT_CONFIG_DIR, else ~/.kit/cluster_configs)."),
+        ] = None,
         executor: Annotated[str | None, Opt("--executor", help="none, local (Docker) or slurm.")] = None,
         job_dir: Annotated[
             str | None, Opt("--job_dir", help="Absolute folder for experiment records and code.")
@@ -50,6 +55,7 @@ def register(app: typer.Typer) -> None:
         import yaml
 
         from pipeline_kit.cluster.config import build_cluster_config
+        from pipeline_kit.cluster.lookup import user_config_dir
 
         interactive = sys.stdin.isatty()
 
@@ -61,7 +67,8 @@ def register(app: typer.Typer) -> None:
         cluster = ask(cluster or None, "Config name") or ""
         if not cluster:
             raise UserError("kit setup needs --cluster NAME (the file to write is NAME.yaml).")
-        path = Path(config_dir) / f"{cluster}.yaml"
+        folder = Path(config_dir) if config_dir else user_config_dir()
+        path = folder / f"{cluster}.yaml"
         if path.exists() and not force:
             raise UserError(f"{path} already exists; pass --force to overwrite it.")
         raw: dict = {"executor": ask(executor, "Executor (none, local, slurm)", "none")}
@@ -107,16 +114,12 @@ def register(app: typer.Typer) -> None:
 
         private = any("=" in entry for entry in raw.get("env_vars", []))
         write_atomic(path, yaml.safe_dump(raw, sort_keys=False), private=private)
+        # the user's folder is looked in from anywhere; another needs --config_dir
+        found = "" if folder.absolute() == user_config_dir().absolute() else f" --config_dir={folder.absolute()}"
         typer.echo(
-            f"wrote {path}"
+            f"wrote {path.absolute()}"
             + (" (readable only by you: its env_vars hold values)" if private else "")
-            + f"; use it with --cluster={cluster}"
-            + (f" --config_dir={config_dir}" if config_dir != "cluster_configs" else "")
-            + (
-                f" from this folder, or from anywhere after `export KIT_CONFIG_DIR={path.parent.absolute()}`"
-                if config_dir == "cluster_configs"
-                else ""
-            )
+            + f"; use it with --cluster={cluster}{found}"
         )
 
 

@@ -1,5 +1,6 @@
-"""Finds a cluster config by name (--config_dir, $KIT_CONFIG_DIR, ./cluster_configs, the package's examples)
-or by path, and loads it."""
+"""Finds a cluster config by name (--config_dir, the user's config folder, ./cluster_configs, the package's
+examples) or by path, and loads it. The user's config folder ($KIT_CONFIG_DIR, else $KIT_HOME/cluster_configs) is
+where `kit setup` writes."""
 
 from __future__ import annotations
 
@@ -14,9 +15,20 @@ PACKAGE_CONFIGS = resource_dir("cluster_configs")
 DEFAULT_CLUSTER = "none"
 
 
+def kit_home() -> Path:
+    """kit's own folder for this user: $KIT_HOME, else ~/.kit."""
+    return Path(os.environ.get("KIT_HOME") or Path.home() / ".kit")
+
+
+def user_config_dir() -> Path:
+    """The user's cluster configs: $KIT_CONFIG_DIR, else $KIT_HOME/cluster_configs (~/.kit/cluster_configs), outside
+    any project's repository, so that a config `kit setup` writes is found from anywhere and never packed."""
+    return Path(os.environ.get("KIT_CONFIG_DIR") or kit_home() / "cluster_configs")
+
+
 def search_dirs(config_dir: str | None) -> list[Path]:
-    dirs = [config_dir, os.environ.get("KIT_CONFIG_DIR"), "cluster_configs"]
-    return [Path(d) for d in dirs if d] + [PACKAGE_CONFIGS]
+    dirs = [Path(config_dir)] if config_dir else []
+    return [*dirs, user_config_dir(), Path("cluster_configs"), PACKAGE_CONFIGS]
 
 
 def find_cluster_config(cluster: str | None, config_dir: str | None = None) -> Path:

@@ -10,14 +10,18 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 import pipeline_kit
-from pipeline_kit import output_lock, resources
+from pipeline_kit import resources
 from pipeline_kit.atomic import default_mode
 from pipeline_kit.cluster import ClusterConfig
+from pipeline_kit.cluster.lookup import kit_home
 from pipeline_kit.errors import UserError
+from pipeline_kit.launch import worktree
+from pipeline_kit.launch.records import recorded_outputs
 from pipeline_kit.launch.remote import upload
 
 KIT_PACKAGE_DIR = Path(pipeline_kit.__file__).resolve().parent
@@ -45,33 +49,6 @@ def git_toplevel(cwd: str) -> str | None:
         return None
 
 
-def uncommitted_files(repo: str) -> list[str]:
-    """Tracked files whose changes `git archive HEAD` leaves out (modified, staged, deleted, renamed)."""
-    out = _git(repo, "status", "--porcelain", "--untracked-files=no")
-    return [line[3:] for line in out.splitlines() if line.strip()]
-
-
-def untracked_files(repo: str) -> list[str]:
-    """Files git does not track and does not ignore (.gitignore, .git/info/exclude, the global excludes): `git
-    archive HEAD` leaves them out too, e.g. a new module not yet added. kit's own output locks are not code."""
-    out = _git(repo, "ls-files", "-z", "--others", "--exclude-standard", f"--exclude=*{output_lock.SUFFIX}")
-    return [path for path in out.split("\0") if path]
-
-
-def _named(paths: list[str]) -> str:
-    return ", ".join(paths[:5]) + (f" (+{len(paths) - 5} more)" if len(paths) > 5 else "")
-
-
-def left_out(repo: str) -> str | None:
-    """What the packed code would lack, named ("uncommitted changes in a.py; untracked files b.py"), or None."""
-    parts = []
-    if dirty := uncommitted_files(repo):
-        parts.append(f"uncommitted changes in {_named(dirty)}")
-    if new := untracked_files(repo):
-        parts.append(f"untracked files {_named(new)}")
-    return "; ".join(parts) or None
-
-
 def _kit_trees() -> dict[str, Path]:
     """What an installed kit adds to the packed code: the package, and its resource folders (prompts, cluster
     configs, ...) as `pipeline_kit/<in-package name>`, wherever this install keeps them (inside the package or at the top
@@ -97,18 +74,28 @@ def _kit_fingerprint() -> str:
     return h.hexdigest()
 
 
-def plan_code(cwd: str, allow_uncommitted: bool) -> tuple[str | None, bool, str]:
-    """(repo toplevel or None, whether pipeline_kit must be added, content key); refuses uncommitted changes and
-    untracked files (the packed commit lacks them) unless `allow_uncommitted`."""
+def plan_code(
+    cwd: str, allow_uncommitted: bool, cluster: ClusterConfig | None = None, kit_paths: Iterable[str] = ()
+) -> tuple[str | None, bool, str]:
+    """(repo toplevel or None, whether pipeline_kit must be added, content key). Refuses uncommitted changes and
+    untracked files that are code (the packed commit lacks them; see launch.worktree) unless `allow_uncommitted`,
+    and names in a note what else it leaves out. `kit_paths`: this submission's own folders (inputs, outputs, log
+    folder); the cluster's job_dir and the outputs its records name are kit's too."""
     repo = git_toplevel(cwd)
     parts = []
     if repo is not None:
-        missing = left_out(repo)
+        own = [*kit_paths, str(kit_home())]
+        if cluster is not None:
+            own.append(cluster.job_dir)
+        found = worktree.survey(repo, own, cwd, lambda: recorded_outputs(cluster) if cluster is not None else ())
+        missing = found.refusal()
         if missing and not allow_uncommitted:
             raise UserError(
                 f"{repo} has {missing}; jobs run committed code only. Commit them (untracked files: git add, or list "
                 "them in .gitignore), or pass --allow_uncommitted to run the last commit anyway."
             )
+        for note in found.notes():
+            print(note, file=sys.stderr)
         if missing:  # allowed, but said: the jobs will not see them
             print(
                 f"kit: warning: --allow_uncommitted: the jobs run the last commit, without {missing}", file=sys.stderr
@@ -126,9 +113,11 @@ def _has_commits(repo: str) -> bool:
     )
 
 
-def package_code(cluster: ClusterConfig, cwd: str, allow_uncommitted: bool, reuse_code: bool) -> PackagedCode:
+def package_code(
+    cluster: ClusterConfig, cwd: str, allow_uncommitted: bool, reuse_code: bool, kit_paths: Iterable[str] = ()
+) -> PackagedCode:
     """Pack once per submission. With reuse_code, a folder already packed for the same commit is reused."""
-    repo, add_kit, key = plan_code(cwd, allow_uncommitted)
+    repo, add_kit, key = plan_code(cwd, allow_uncommitted, cluster, kit_paths)
     root = Path(cluster.job_dir) / "code"
     if not reuse_code:
         key = f"{key}-{time.time_ns()}"

@@ -59,3 +59,16 @@ def load_latest(cluster: ClusterConfig, expname: str) -> ExperimentRecord:
     data = json.loads(runs[-1].read_text())
     data["jobs"] = [JobRecord(**j) for j in data["jobs"]]
     return ExperimentRecord(**data)
+
+
+def recorded_outputs(cluster: ClusterConfig) -> list[str]:
+    """The outputs every recorded job on this cluster writes (all experiments, all runs): kit's own folders, never
+    code to pack (launch.worktree). A record that cannot be read names none."""
+    out: list[str] = []
+    for path in (Path(cluster.job_dir) / "kit").glob("*/*.json"):
+        try:
+            jobs = json.loads(path.read_text())["jobs"]
+            out += [o for job in jobs for o in job.get("outputs", ())]  # records older than `outputs` lack it
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            continue
+    return out

@@ -64,10 +64,11 @@ def _submit(pipeline: Pipeline, dry_run: bool, follow: str | None) -> Experiment
     external = {job.name: [records.load_latest(pipeline.cluster, e) for e in job.run_after] for job in jobs}
     writers = input_writers(pipeline, external, dry_run)
     outputs = locked_outputs(pipeline)
+    own = kit_paths(pipeline, log_dir)
     if dry_run:
         for line in output_lock.live_holders(outputs):
             print(line, file=sys.stderr, flush=True)
-        _, _, key = plan_code(pipeline.cwd, pipeline.allow_uncommitted)
+        _, _, key = plan_code(pipeline.cwd, pipeline.allow_uncommitted, pipeline.cluster, own)
         root = pipeline.cluster_root()
         code = PackagedCode(key, f"{pipeline.cluster.job_dir}/code/{key}", f"{root}/code/{key}", True)
         submission = Submission(pipeline, jobs, log_dir, resolve_ports(jobs), code, external, writers)
@@ -75,7 +76,7 @@ def _submit(pipeline: Pipeline, dry_run: bool, follow: str | None) -> Experiment
     after = tuple(sorted({name for job in jobs for name in job.run_after}))
     locks = output_lock.acquire(outputs, pipeline.name, run_id, pipeline.cluster.name, after=after)
     try:
-        code = package_code(pipeline.cluster, pipeline.cwd, pipeline.allow_uncommitted, pipeline.reuse_code)
+        code = package_code(pipeline.cluster, pipeline.cwd, pipeline.allow_uncommitted, pipeline.reuse_code, own)
         submission = Submission(pipeline, jobs, log_dir, resolve_ports(jobs), code, external, writers)
         submission.locks = [str(p) for p in locks.paths]
         if pipeline.cluster.executor != "slurm":
@@ -95,6 +96,12 @@ def locked_outputs(pipeline: Pipeline) -> list[str]:
     outputs kit cannot see from here (a cluster reached over SSH) are not locked."""
     seen = (visible_path(pipeline, job, out) for job in pipeline.jobs for out in job.outputs)
     return sorted({os.path.normpath(path) for path in seen if path is not None})
+
+
+def kit_paths(pipeline: Pipeline, log_dir: str) -> list[str]:
+    """What this submission reads or writes by its own path, never from the packed code: its jobs' inputs and
+    outputs and its log folder (untracked files there are no code to refuse, see launch.worktree)."""
+    return [log_dir, *(path for job in pipeline.jobs for path in (*job.inputs, *job.outputs))]
 
 
 def _within(path: str, folder: str) -> bool:

@@ -23,13 +23,17 @@ HET_HOST_VAR = "het_group_host"  # nemo-run's name for the first host of het gro
 # it (the trainer saves a checkpoint) and kills nothing else (bash, tee, a server).
 PRELUDE = r"""set -o pipefail
 trap '' USR1
-kit_pids=(); declare -A kit_name=() kit_service=()
+kit_pids=(); declare -A kit_name=() kit_service=() kit_log_writer=()
 kit_start() {  # NAME SERVICE(0|1) COMMAND
-  local log="$KIT_LOG_DIR/${KIT_LOG_PREFIX:-}$1.log"
-  # the log's tee outlives a stop signal (it ends when the command closes its output): a stopped command's last
-  # lines (a trainer saving) still reach the log instead of dying on a broken pipe
-  setsid -w bash -c "$3" > >(trap '' INT TERM; exec tee -a "$log") 2>&1 </dev/null &
-  kit_name[$!]=$1; kit_service[$!]=$2; kit_pids+=($!)
+  local log="$KIT_LOG_DIR/${KIT_LOG_PREFIX:-}$1.log" fd
+  # the log's writer (tee) is this shell's own child, so kit_wait can let it write a command's last lines before
+  # reading the cause from the log; it outlives a stop signal (it ends when the command closes its output), so a
+  # stopped command's last lines (a trainer saving) still reach the log instead of dying on a broken pipe
+  exec {fd}> >(trap '' INT TERM; exec tee -a "$log")
+  local writer=$!
+  setsid -w bash -c "$3" >&"$fd" 2>&1 </dev/null {fd}>&- &
+  kit_name[$!]=$1; kit_service[$!]=$2; kit_pids+=($!); kit_log_writer[$!]=$writer
+  exec {fd}>&-
 }
 kit_free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("", 0)); print(s.getsockname()[1])'; }
 kit_stop() {
@@ -37,13 +41,21 @@ kit_stop() {
   for p in "${kit_pids[@]}"; do kill -TERM -- "-$p" 2>/dev/null || kill -TERM "$p" 2>/dev/null; done
 }
 kit_wait() {
-  local mains=0 rc=0 p r cause what=command
+  local mains=0 rc=0 p q r cause what=command left=() rest=()
   for p in "${kit_pids[@]}"; do [ "${kit_service[$p]}" = 0 ] && mains=$((mains + 1)); done
   # only services (a server's own het component): they run until they end; one that fails is still a service
   [ "$mains" = 0 ] && what=service && mains=${#kit_pids[@]} && for p in "${kit_pids[@]}"; do kit_service[$p]=0; done
+  left=("${kit_pids[@]}")
   while [ "$mains" -gt 0 ]; do
-    p=; wait -n -p p "${kit_pids[@]}"; r=$?
-    [ -n "$p" ] || break
+    p=; wait -n -p p "${left[@]}"; r=$?
+    if [ -z "$p" ]; then
+      # bash can answer `wait -n` with "no such job" for a command that has already ended (its status then waits
+      # in bash's list of ended children): take it from there with a plain `wait PID`, never read it as success
+      for q in "${left[@]}"; do kill -0 "$q" 2>/dev/null || { p=$q; wait "$q"; r=$?; break; }; done
+      [ -n "$p" ] || { sleep 0.2; continue; }
+    fi
+    rest=(); for q in "${left[@]}"; do [ "$q" = "$p" ] || rest+=("$q"); done; left=("${rest[@]}")
+    kit_logs_written "$p"
     cause=$(kit_cause "${kit_name[$p]}")
     if [ "${kit_service[$p]}" = 1 ]; then
       kit_note "kit: service '${kit_name[$p]}' exited with code $r before the other commands ended${cause:+$'\n'$cause}"
@@ -52,9 +64,19 @@ kit_wait() {
     mains=$((mains - 1))
     if [ "$r" != 0 ]; then kit_note "kit: $what '${kit_name[$p]}' failed with exit code $r${cause:+$'\n'$cause}"; rc=$r; break; fi
   done
-  kit_stop; wait 2>/dev/null
-  kit_pids=(); kit_name=(); kit_service=()
+  kit_stop; wait "${kit_pids[@]}" 2>/dev/null
+  kit_logs_written "${kit_pids[@]}"
+  kit_pids=(); kit_name=(); kit_service=(); kit_log_writer=()
   return $rc
+}
+kit_logs_written() {  # PID...: let the log writers of these commands write their last lines (at most 10 s in all: a
+  # process a command left behind may still hold its output)
+  local p i
+  for ((i = 0; i < 100; i++)); do
+    for p in "$@"; do kill -0 "${kit_log_writer[$p]}" 2>/dev/null && break; p=; done
+    [ -z "$p" ] && return 0
+    sleep 0.1
+  done
 }
 kit_note() {  # a line from kit itself, on stderr and in the job's kit.log (which `kit logs` shows)
   { mkdir -p "$KIT_LOG_DIR/$KIT_JOB" && echo "$1" | tee -a "$KIT_LOG_DIR/$KIT_JOB/kit.log"; } >&2
