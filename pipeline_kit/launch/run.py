@@ -73,10 +73,11 @@ def _submit(pipeline: Pipeline, dry_run: bool, follow: str | None) -> Experiment
         code = PackagedCode(key, f"{pipeline.cluster.job_dir}/code/{key}", f"{root}/code/{key}", True)
         submission = Submission(pipeline, jobs, log_dir, resolve_ports(jobs), code, external, writers)
         return Experiment(pipeline.name, run_id, pipeline.cluster, dry_run_text=submission.dry_run())
+    # packed first: the survey of the working tree (launch.worktree) sees the outputs as they were, without the lock
+    code = package_code(pipeline.cluster, pipeline.cwd, pipeline.allow_uncommitted, pipeline.reuse_code, own)
     after = tuple(sorted({name for job in jobs for name in job.run_after}))
     locks = output_lock.acquire(outputs, pipeline.name, run_id, pipeline.cluster.name, after=after)
     try:
-        code = package_code(pipeline.cluster, pipeline.cwd, pipeline.allow_uncommitted, pipeline.reuse_code, own)
         submission = Submission(pipeline, jobs, log_dir, resolve_ports(jobs), code, external, writers)
         submission.locks = [str(p) for p in locks.paths]
         if pipeline.cluster.executor != "slurm":
