@@ -7,6 +7,7 @@ from __future__ import annotations
 import typer
 from typer.core import TyperGroup
 
+from pipeline_kit import output_lock
 from pipeline_kit.cli.job_flags import JobFlags, cluster_from, job_command, run_jobs
 from pipeline_kit.recipes import RECIPES
 from pipeline_kit.recipes.registry import Recipe, load_recipe
@@ -23,13 +24,20 @@ def run_recipe(flags: JobFlags, recipe: Recipe, params) -> int:
     if not jobs:
         typer.echo(f"{recipe.name}: every stage is done with the same settings; nothing to submit", err=True)
         return 0
-    if not flags.dry_run:
+    if flags.dry_run:
+        return run_jobs(flags, cluster, options.expname, jobs)
+    # the stage folders are locked before any is moved aside: a run that writes one now keeps it
+    folders = [p.stage.folder for p in plans if p.action != "skip"]
+    locks = output_lock.acquire(folders, options.expname, cluster=cluster.name)
+    try:
         moved = st.start(plans)
         for line in moved:
             typer.echo(line, err=True)
         if moved:  # built again: a folder moved aside has no finished units now
             jobs = st.recipe_jobs(cluster, plans, options)
-    return run_jobs(flags, cluster, options.expname, jobs)
+        return run_jobs(flags, cluster, options.expname, jobs)
+    finally:
+        locks.release()  # (the run's Slurm jobs keep what they hold)
 
 
 def _register_one(group: typer.Typer, command_name: str, recipe: Recipe) -> None:

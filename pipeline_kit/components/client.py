@@ -11,6 +11,7 @@ from pipeline_kit.components.python_check import kit_python_check
 from pipeline_kit.components.sandbox import SANDBOX_NAME
 from pipeline_kit.components.sandbox import address as sandbox_address
 from pipeline_kit.components.server import SERVER_LOG, SERVER_NAME
+from pipeline_kit.inference.done_key import keyed_server_args
 from pipeline_kit.overrides import override_value
 from pipeline_kit.pipeline.model import Endpoint, PythonCheck
 from pipeline_kit.servers.base import ServerSpec, get_server_type
@@ -22,6 +23,12 @@ CLIENT_MODULES = ("pipeline_kit", "yaml", "hydra", "litellm")
 
 def client_python_check(cluster: ClusterConfig) -> PythonCheck:
     return kit_python_check(cluster, CLIENT_PYTHON_VAR, CLIENT_MODULES, "the client's Python", "pipeline-kit[generate]")
+
+
+def server_args_override(server: ServerSpec) -> list[str]:
+    """`++server.server_args=...` for a server kit starts: the --server_args that are part of the .done key."""
+    keyed = keyed_server_args(server.server_args) if server.starts_server else ""
+    return [f"++server.server_args={override_value(keyed)}"] if keyed else []
 
 
 @dataclass(frozen=True)
@@ -43,6 +50,7 @@ class ClientCommand:
         else:
             server_args = [shlex.quote(f"++server.base_url={self.server.address}")]
         args = [*server_args, shlex.quote(f"++server.model={override_value(self.server.name)}")]
+        args += [shlex.quote(a) for a in server_args_override(self.server)]
         # for the job's measurements (pipeline_kit.measurements): what served it
         args += [f"++server.gpus={self.server.gpus}", f"++server.nodes={self.server.nodes}"]
         if SANDBOX_NAME in refs:  # --with_sandbox: the job's own sandbox

@@ -23,6 +23,8 @@ class ServerConfig:
     # seconds without any request reaching the server (connections refused or reset) after which it counts as gone
     # and the job stops (inference/retry.py); an answer of any status, a 500 or 429 too, shows it is there
     gone_after: float = 10.0
+    # the --server_args of the server kit started (set by kit generate): part of the .done key (done_key.py)
+    server_args: str = ""
     # the server's GPUs per node and nodes (set by kit generate): recorded with the job's measurements, so that
     # figures compare like with like; not part of the .done key (they cannot change the output)
     gpus: int = 0

@@ -1,13 +1,15 @@
 """Content-keyed `.done` records: a finished output's `.done` holds what made it (model, and a model folder's content,
 server type, prompt, inference settings, input content, seed, chunk layout; the generation type unless it is plain
-generation), so a rerun with other settings stops instead of silently reusing it. The generation type's task
-(tasks.py) names its own fields and its input digest; contents are pipeline_kit.content_digest's. Settings that
-cannot change the output (concurrency, retries, timeouts) are not part of the key."""
+generation; every --server_args flag of a server kit starts, but UNKEYED_SERVER_ARGS), so a rerun with other
+settings stops instead of silently reusing it. The generation type's task (tasks.py) names its own fields and its
+input digest; contents are pipeline_kit.content_digest's. Settings that cannot change the output (concurrency,
+retries, timeouts) are not part of the key."""
 
 from __future__ import annotations
 
 import json
 import os
+import shlex
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -20,6 +22,100 @@ from pipeline_kit.inference.registry import DEFAULT_GENERATION_TYPE
 if TYPE_CHECKING:
     from pipeline_kit.inference.config import GenerateConfig
     from pipeline_kit.inference.tasks import GenerationTask
+
+
+# --server_args flags that cannot change a sample: parallelism, the GPU memory fraction, where the server listens,
+# logging (vLLM's and SGLang's spellings; `_` reads as `-`). Every other flag is part of the .done key. Documented in
+# docs/generation/index.md (`.done` keys): keep the two together.
+UNKEYED_SERVER_ARGS = frozenset(
+    {
+        "--tensor-parallel-size",
+        "-tp",
+        "--pipeline-parallel-size",
+        "-pp",
+        "--gpu-memory-utilization",
+        "--port",
+        "--host",
+        "--disable-log-requests",
+        "--enable-log-requests",
+        "--disable-log-stats",
+        "--uvicorn-log-level",
+        "--tp-size",
+        "--tp",
+        "--pp-size",
+        "--mem-fraction-static",
+        "--log-level",
+        "--log-requests",
+    }
+)
+
+
+def _is_flag(token: str) -> bool:
+    """`-x`/`--name` (not a negative number, which is a value)."""
+    if not token.startswith("-") or token in ("-", "--"):
+        return False
+    try:
+        float(token)
+    except ValueError:
+        return True
+    return False
+
+
+def _flag_name(token: str) -> str:
+    return "--" + token[2:].replace("_", "-") if token.startswith("--") else token
+
+
+def parse_server_args(server_args: str) -> list[tuple[str, object]]:
+    """--server_args as (flag, value) pairs: `--flag=value` and `--flag value` alike, a flag without a value True,
+    `_` in a long flag's name read as `-`; a word that follows no flag is ('', word)."""
+    try:
+        tokens = shlex.split(server_args)
+    except ValueError as e:
+        raise UserError(
+            f"--server_args={server_args!r} cannot be split into arguments ({e}); fix its quotes."
+        ) from None
+    pairs: list[tuple[str, object]] = []
+    i = 0
+    while i < len(tokens):
+        token = tokens[i]
+        if not _is_flag(token):
+            pairs.append(("", token))
+            i += 1
+        elif token.startswith("--") and "=" in token:
+            flag, _, value = token.partition("=")
+            pairs.append((_flag_name(flag), value))
+            i += 1
+        elif i + 1 < len(tokens) and not _is_flag(tokens[i + 1]):
+            pairs.append((_flag_name(token), tokens[i + 1]))
+            i += 2
+        else:
+            pairs.append((_flag_name(token), True))
+            i += 1
+    return pairs
+
+
+def keyed_server_args(server_args: str) -> str:
+    """The keyed part of --server_args, normalised (`--flag=value`), as kit passes it to the generation script:
+    `server_arg_fields` reads the same fields from it as from `server_args`."""
+    parts: list[str] = []
+    for flag, value in parse_server_args(server_args):
+        if flag in UNKEYED_SERVER_ARGS:
+            continue
+        if not flag or value is True:
+            parts.append(flag or str(value))
+        else:
+            parts += [f"{flag}={value}"] if flag.startswith("--") else [flag, str(value)]
+    return shlex.join(parts)
+
+
+def server_arg_fields(server_args: str) -> dict[str, object]:
+    """`server_args FLAG: value` for each flag that can change a sample (a repeated one: its values in order);
+    none for empty server args, so the keys written before server args were keyed stay valid."""
+    keyed: dict[str, list[object]] = {}
+    for flag, value in parse_server_args(server_args):
+        if flag not in UNKEYED_SERVER_ARGS:
+            keyed.setdefault(f"server_args {flag or '(positional)'}", []).append(value)
+    return {name: values[0] if len(values) == 1 else values for name, values in sorted(keyed.items())}
 
 
 def done_marker(path: str | Path) -> Path:
@@ -42,6 +138,7 @@ def key_fields(cfg: GenerateConfig, task: type[GenerationTask], input_digest: st
         "server.server_type": cfg.server.server_type,
         "server.endpoint": cfg.server.endpoint,
         "server.chat_template": cfg.server.chat_template,
+        **server_arg_fields(cfg.server.server_args),
         f"{task.input_key} content": input_digest,
         "chunk_id": cfg.chunk_id,
         "num_chunks": cfg.num_chunks,

@@ -290,6 +290,7 @@ def _summarize_jobs(
     summarize_options = replace(options, expname=f"{options.expname}-summarize", after=generation, dependent_jobs=0)
     fields = {
         "inputs": [job_output for job in generation for job_output in job.outputs],
+        "outputs": [results],  # metrics.json: so the results folder is locked too (another run's summary)
         "skip_when_parents_failed": True,  # nothing to summarize when every benchmark's job failed
     }
     return chain(summarize_options, lambda copy: [JobPlan("", [CommandGroup([command], name="summarize")], fields)])

@@ -9,7 +9,7 @@ import shlex
 from dataclasses import dataclass, replace
 
 from pipeline_kit.cluster import ClusterConfig
-from pipeline_kit.components.client import ClientCommand, client_python_check
+from pipeline_kit.components.client import ClientCommand, client_python_check, server_args_override
 from pipeline_kit.components.sandbox import SANDBOX_NAME, SandboxSpec
 from pipeline_kit.components.server import SERVER_NAME, server_container, server_group
 from pipeline_kit.errors import UserError
@@ -167,9 +167,8 @@ def _script_config(spec: GenerateSpec, own: list[str]):
     """The generation script's config as the job will see it (the server's address is only known there)."""
 
     placeholder = f"++server.base_url={override_value(spec.server.address or 'http://resolved-in-the-job/v1')}"
-    return parse_generate_config(
-        [*own, placeholder, f"++server.model={override_value(spec.server.name)}", *spec.overrides]
-    )
+    server = [f"++server.model={override_value(spec.server.name)}", *server_args_override(spec.server)]
+    return parse_generate_config([*own, placeholder, *server, *spec.overrides])
 
 
 def _script_key(spec: GenerateSpec, own: list[str]) -> dict[str, object]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from pipeline_kit import output_lock
 from pipeline_kit.cluster import ClusterConfig, load_cluster_config
 from pipeline_kit.errors import JobFailed, UserError
 from pipeline_kit.launch import monitor, records
@@ -109,6 +110,8 @@ class Experiment:
         returned as they are, and one line on stderr names the unfinished jobs); returns job -> state. On Slurm a
         job the scheduler no longer knows ends LOST. `check`: raise JobFailed if a job ended without succeeding."""
         self.states = monitor.wait_for_states(self.cluster, self._record(), timeout_s=timeout)
+        if all(state in FINAL for state in self.states.values()):  # its jobs no longer write the outputs
+            output_lock.release_run(self._record().locks, self._record().run_id)
         if check and any(state in FINAL and state != "SUCCEEDED" for state in self.states.values()):
             raise JobFailed(self.expname, self.failures())
         return dict(self.states)
@@ -200,9 +203,11 @@ class Experiment:
 
     # stopping it
     def cancel(self) -> list[str]:
-        """Cancel every job that may still run; returns the names of the jobs it cancelled (not those that had
-        already ended)."""
-        return monitor.cancel_experiment(self.cluster, self._record())
+        """Cancel every job that may still run (and free the outputs it locked); returns the names of the jobs it
+        cancelled (not those that had already ended)."""
+        acted = monitor.cancel_experiment(self.cluster, self._record())
+        output_lock.release_run(self._record().locks, self._record().run_id)
+        return acted
 
     def _record(self) -> records.ExperimentRecord:
         if self.record is None:

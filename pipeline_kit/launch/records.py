@@ -35,6 +35,7 @@ class ExperimentRecord:
     nemo_run_id: str | None = None
     jobs: list[JobRecord] = field(default_factory=list)
     detached: bool = False  # none's jobs started without nemo-run, not waited for (launch/detached.py)
+    locks: list[str] = field(default_factory=list)  # its output locks (pipeline_kit.output_lock), for `kit cancel`
 
     def job(self, name: str) -> JobRecord:
         return next(j for j in self.jobs if j.name == name)

@@ -8,6 +8,7 @@ import os
 import sys
 import time
 
+from pipeline_kit import output_lock
 from pipeline_kit.errors import SubmissionRefused, UserError
 from pipeline_kit.launch import records
 from pipeline_kit.launch.experiment import Experiment
@@ -58,27 +59,49 @@ def run_pipeline(
 
 
 def _submit(pipeline: Pipeline, dry_run: bool, follow: str | None, detach: bool = False) -> Experiment:
-    """Everything up to the jobs being queued (on none/local: run), where a UserError means nothing runs."""
+    """Everything up to the jobs being queued (on none/local: run), where a UserError means nothing runs. The run
+    locks the outputs kit can see (pipeline_kit.output_lock) from here on: on none/local until its jobs end; on
+    Slurm its queued jobs hold the locks (until they end or `kit cancel`). A detached none run (wait=False) holds
+    them only while it is being submitted."""
     jobs = pipeline.ordered_jobs()
     run_id = new_run_id()
     log_dir = pipeline.log_dir or f"{pipeline.cluster_root()}/logs/{pipeline.name}/{run_id}"
     external = {job.name: [records.load_latest(pipeline.cluster, e) for e in job.run_after] for job in jobs}
     writers = input_writers(pipeline, external, dry_run)
+    outputs = locked_outputs(pipeline)
     own = kit_paths(pipeline, log_dir)
     if dry_run:
+        for line in output_lock.live_holders(outputs):
+            print(line, file=sys.stderr, flush=True)
         _, _, key = plan_code(pipeline.cwd, pipeline.allow_uncommitted, pipeline.cluster, own)
         root = pipeline.cluster_root()
         code = PackagedCode(key, f"{pipeline.cluster.job_dir}/code/{key}", f"{root}/code/{key}", True)
-    else:
-        code = package_code(pipeline.cluster, pipeline.cwd, pipeline.allow_uncommitted, pipeline.reuse_code, own)
-    submission = Submission(pipeline, jobs, log_dir, resolve_ports(jobs), code, external, writers)
-    if dry_run:
+        submission = Submission(pipeline, jobs, log_dir, resolve_ports(jobs), code, external, writers)
         return Experiment(pipeline.name, run_id, pipeline.cluster, dry_run_text=submission.dry_run())
-    if pipeline.cluster.executor != "slurm":
-        os.makedirs(log_dir, exist_ok=True)
-    experiment = submission.submit_detached(run_id) if detach else submission.submit(run_id, follow)
+    # packed first: the survey of the working tree (launch.worktree) sees the outputs as they were, without the lock
+    code = package_code(pipeline.cluster, pipeline.cwd, pipeline.allow_uncommitted, pipeline.reuse_code, own)
+    after = tuple(sorted({name for job in jobs for name in job.run_after}))
+    locks = output_lock.acquire(outputs, pipeline.name, run_id, pipeline.cluster.name, after=after)
+    try:
+        submission = Submission(pipeline, jobs, log_dir, resolve_ports(jobs), code, external, writers)
+        submission.locks = [str(p) for p in locks.paths]
+        if pipeline.cluster.executor != "slurm":
+            os.makedirs(log_dir, exist_ok=True)
+        experiment = submission.submit_detached(run_id) if detach else submission.submit(run_id, follow)
+        if pipeline.cluster.executor == "slurm":
+            locks.update(run_id=run_id, slurm_ids=[i for ids in experiment.slurm_ids.values() for i in ids])
+            locks.keep()
+    finally:
+        locks.release()
     sys.stdout.flush()
     return experiment
+
+
+def locked_outputs(pipeline: Pipeline) -> list[str]:
+    """The outputs of the pipeline's jobs as this machine sees them (see `visible_path`), which the run locks;
+    outputs kit cannot see from here (a cluster reached over SSH) are not locked."""
+    seen = (visible_path(pipeline, job, out) for job in pipeline.jobs for out in job.outputs)
+    return sorted({os.path.normpath(path) for path in seen if path is not None})
 
 
 def kit_paths(pipeline: Pipeline, log_dir: str) -> list[str]:

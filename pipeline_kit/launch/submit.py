@@ -11,7 +11,7 @@ import signal
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pipeline_kit.errors import UserError
@@ -78,6 +78,7 @@ class Submission:
     external: dict[str, list[records.ExperimentRecord]]  # per job: the earlier experiments it runs after
     input_writers: dict[str, dict[str, str]]  # per job: the inputs another job writes, with that job's name
     submitted_at: float | None = None  # set when it is submitted (a dry run's scripts leave it out)
+    locks: list[str] = field(default_factory=list)  # the output locks the run holds (pipeline_kit.output_lock)
 
     def __post_init__(self) -> None:
         self.tasks = plan_tasks(self.jobs, self.pipeline.cluster)
@@ -241,7 +242,7 @@ class Submission:
             check_sources_at_submission(p.cluster, p.mount_paths)
         if p.cluster.executor == "slurm" and containers:
             prepare_slurm_images(p.cluster, {g.container for j in self.jobs for g in j.groups if g.container})
-        record = records.ExperimentRecord(p.name, run_id, p.cluster.executor, self.log_dir)
+        record = records.ExperimentRecord(p.name, run_id, p.cluster.executor, self.log_dir, locks=list(self.locks))
         sys.stderr.write(self.split_note())
         chatter = io.StringIO()  # nemo-run's progress panels; kit prints its own summary
         self.submitted_at = time.time()  # the jobs' scripts are rendered below, just before they are queued
