@@ -192,6 +192,25 @@ def kit(tmp_path: Path, user_repo: Path):
     return run
 
 
+def stub_server_type(folder: Path, request_log: Path) -> dict[str, str]:
+    """A server type kit starts (a user's plug-in, importable as `stub_type:STUB`): the stub server on the job's
+    port, logging requests to `request_log`. It takes no server args of its own (kit still keys them). Returns the
+    env that makes it importable."""
+    stub = Path(__file__).parent / "stub_openai_server.py"
+    (folder / "stub_type.py").write_text(
+        textwrap.dedent(f"""
+        from pipeline_kit.servers.base import ServerType
+
+        class StubServer(ServerType):
+            def launch(self, spec, port, python):
+                return "{sys.executable} {stub} " + str(port) + " {request_log}"
+
+        STUB = StubServer("stub")
+        """)
+    )
+    return {"PYTHONPATH": f"{folder}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+
+
 # ---- a stub OpenAI-compatible server that logs every request (tests/stub_openai_server.py), and JSONL helpers
 
 

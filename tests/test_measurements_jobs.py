@@ -9,12 +9,11 @@ import os
 import signal
 import subprocess
 import sys
-import textwrap
 import time
 from pathlib import Path
 from types import SimpleNamespace
 
-from conftest import generate_config, problems
+from conftest import generate_config, problems, stub_server_type
 
 from pipeline_kit.inference.job_figures import FiguresRecorder
 from pipeline_kit.launch import monitor
@@ -32,23 +31,6 @@ from pipeline_kit.measurements import (
 
 STUB = Path(__file__).parent / "stub_openai_server.py"
 STUB_TOKENS = 3  # completion tokens the stub reports per request
-
-
-def stub_server_type(folder: Path, request_log: Path) -> dict[str, str]:
-    """A server type (a user's plug-in) that kit starts: the stub server on the job's port. Returns the env that
-    makes it importable as `stub_type:STUB`."""
-    (folder / "stub_type.py").write_text(
-        textwrap.dedent(f"""
-        from pipeline_kit.servers.base import ServerType
-
-        class StubServer(ServerType):
-            def launch(self, spec, port, python):
-                return "{sys.executable} {STUB} " + str(port) + " {request_log}"
-
-        STUB = StubServer("stub")
-        """)
-    )
-    return {"PYTHONPATH": f"{folder}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
 
 
 def test_a_generation_job_records_its_figures_and_kit_status_shows_them(kit, none_cluster, configs, tmp_path):

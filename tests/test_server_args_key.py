@@ -6,13 +6,10 @@ reuses the outputs."""
 from __future__ import annotations
 
 import json
-import os
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import generate_config, problems
+from conftest import generate_config, problems, stub_server_type
 
 from pipeline_kit.errors import UserError
 from pipeline_kit.inference import done_key
@@ -75,28 +72,11 @@ def test_empty_server_args_keep_the_older_keys(tmp_path):
     assert keyed == {**key, "server_args --dtype": "float32"}
 
 
-def stub_server_type(folder: Path, request_log: Path) -> dict[str, str]:
-    """A server type kit starts (a user's plug-in, `stubtype:STUB`): the stub server on the job's port. It takes no
-    server args of its own, so it leaves them out; kit still keys them. Returns the env that makes it importable."""
-    (folder / "stubtype.py").write_text(
-        textwrap.dedent(f"""
-        from pipeline_kit.servers.base import ServerType
-
-        class Stub(ServerType):
-            def launch(self, spec, port, python):
-                return "{sys.executable} {STUB} " + str(port) + " {request_log}"
-
-        STUB = Stub("stub")
-        """)
-    )
-    return {"PYTHONPATH": f"{folder}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-
-
 def test_a_changed_server_arg_is_refused_and_an_unkeyed_one_reuses_the_outputs(kit, none_cluster, tmp_path):
     requests = tmp_path / "requests.jsonl"
     env = stub_server_type(tmp_path, requests)
     inp, out = problems(tmp_path, 3), tmp_path / "out"
-    args = [*none_cluster, "--server_type=stubtype:STUB", "--model=stub", f"--input_file={inp}", f"--output_dir={out}"]
+    args = [*none_cluster, "--server_type=stub_type:STUB", "--model=stub", f"--input_file={inp}", f"--output_dir={out}"]
     first = kit("generate", *args, "--server_args=--dtype bfloat16 --tensor-parallel-size 1", env=env)
     assert first.returncode == 0, first.stdout + first.stderr
     assert json.loads((out / "output.jsonl.done").read_text())["key"]["server_args --dtype"] == "bfloat16"
