@@ -112,7 +112,7 @@ def test_wheel_installed_outside_the_repo_has_prompts_and_configs(tmp_path):
     got = json.loads(run([python, "-c", probe], cwd=work, env=env).stdout)
     assert Path(got["package"]).parent == installed, "pipeline_kit must come from the wheel, not the checkout"
     assert Path(got["prompts"]) == installed / "prompts"
-    assert Path(got["math"]) == installed / "prompts" / "generic" / "math.yaml"
+    assert got["math"] == "prompts/generic/math.yaml"  # a shipped prompt is named as users know it, read from there
     assert got["qwen"].startswith("```python")
     assert [Path(p) for p in got["configs"]] == [
         installed / "cluster_configs" / f"{n}.yaml" for n in ("none", "example-slurm", "example-local")
