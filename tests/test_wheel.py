@@ -104,6 +104,7 @@ def test_wheel_installed_outside_the_repo_has_prompts_and_configs(tmp_path):
             "package": pipeline_kit.__file__,
             "prompts": str(resource_dir("prompts")),
             "math": load_prompt_config("generic/math").source,
+            "math_path": load_prompt_config("generic/math").path,
             "qwen": load_code_tags("qwen").code_begin,
             "configs": [str(find_cluster_config(n)) for n in ("none", "example-slurm", "example-local")],
         }))
@@ -112,7 +113,8 @@ def test_wheel_installed_outside_the_repo_has_prompts_and_configs(tmp_path):
     got = json.loads(run([python, "-c", probe], cwd=work, env=env).stdout)
     assert Path(got["package"]).parent == installed, "pipeline_kit must come from the wheel, not the checkout"
     assert Path(got["prompts"]) == installed / "prompts"
-    assert got["math"] == "prompts/generic/math.yaml"  # a shipped prompt is named as users know it, read from there
+    assert got["math"] == "prompts/generic/math.yaml"  # a shipped prompt is named as users know it
+    assert Path(got["math_path"]) == installed / "prompts" / "generic" / "math.yaml"
     assert got["qwen"].startswith("```python")
     assert [Path(p) for p in got["configs"]] == [
         installed / "cluster_configs" / f"{n}.yaml" for n in ("none", "example-slurm", "example-local")
@@ -144,7 +146,7 @@ def test_wheel_installed_outside_the_repo_has_prompts_and_configs(tmp_path):
     # A job runs in the packed code folder, where the packed pipeline_kit must carry the prompts and code tags.
     job = (
         "python -c 'import pipeline_kit.inference.prompts as p, pipeline_kit.inference.tir as t; "
-        'print("JOB", p.load_prompt_config("generic/math").source, t.load_code_tags("tool_call").code_begin.strip())\''
+        'print("JOB", p.load_prompt_config("generic/math").path, t.load_code_tags("tool_call").code_begin.strip())\''
     )
     res = run([kit, "run_cmd", "--cluster=none", "--expname=wheel", f"--command={job}"], cwd=work, env=env)
     (line,) = [ln for ln in res.stdout.splitlines() if ln.startswith("JOB ")]

@@ -34,6 +34,7 @@ class PromptConfig:
     # the start of the assistant's turn ({field} slots as in user), sent as a last assistant message that the model
     # continues (a prefill: e.g. an opening code tag for TIR); the sample's generation begins with it
     assistant_prefix: str = ""
+    path: str = ""  # the file read (`source` is its name as users know it, e.g. prompts/generic/math.yaml)
 
     def fields(self) -> set[str]:
         """The input fields the templates need ({examples} is filled from the few-shot examples)."""
@@ -176,4 +177,5 @@ def load_prompt_config(name: str) -> PromptConfig:
         few_shot_examples=examples,
         extract=extract,
         assistant_prefix=prefix,
+        path=str(path),
     )
