@@ -2,10 +2,12 @@
 
 Their source of truth is the repo's top level (`prompts/`, `cluster_configs/`, `datasets_registry/`, `recipes/`). A
 wheel (setup.py's build_py) and the packed code of an installed kit (launch/packaging.py) carry copies inside the
-package, `pipeline_kit/<in-package name>/`; an editable install or a source checkout reads the top-level folders."""
+package, `pipeline_kit/<in-package name>/`; an editable install or a source checkout reads the top-level folders. Also where
+kit keeps its own files for this user (`kit_home`)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -40,3 +42,8 @@ def resource_dir(name: str) -> Path:
 def resource_dirs() -> dict[str, Path]:
     """Every resource folder this install has, by name."""
     return {name: d for name in RESOURCE_NAMES if (d := resource_dir(name)).is_dir()}
+
+
+def kit_home() -> Path:
+    """kit's own folder for this user (caches, job records, cluster configs): $KIT_HOME, else ~/.kit."""
+    return Path(os.environ.get("KIT_HOME") or Path.home() / ".kit")

@@ -10,6 +10,8 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+from pipeline_kit.resources import kit_home
+
 _CLI_DIR = Path(__file__).resolve().parent
 _SOURCE_DIRS = (_CLI_DIR, _CLI_DIR.parent / "recipes")
 
@@ -32,10 +34,6 @@ def cacheable(argv: list[str]) -> bool:
     from pipeline_kit.recipes import is_user_recipe
 
     return not (len(argv) > 1 and argv[0] == "run_recipe" and is_user_recipe(argv[1]))
-
-
-def kit_home() -> Path:
-    return Path(os.environ.get("KIT_HOME") or Path.home() / ".kit")
 
 
 def _path(argv: list[str]) -> Path:

@@ -9,15 +9,10 @@ from pathlib import Path
 
 from pipeline_kit.cluster.config import ClusterConfig, build_cluster_config
 from pipeline_kit.errors import UserError, did_you_mean
-from pipeline_kit.resources import resource_dir
+from pipeline_kit.resources import kit_home, resource_dir
 
 PACKAGE_CONFIGS = resource_dir("cluster_configs")
 DEFAULT_CLUSTER = "none"
-
-
-def kit_home() -> Path:
-    """kit's own folder for this user: $KIT_HOME, else ~/.kit."""
-    return Path(os.environ.get("KIT_HOME") or Path.home() / ".kit")
 
 
 def user_config_dir() -> Path:

@@ -18,11 +18,11 @@ import pipeline_kit
 from pipeline_kit import resources
 from pipeline_kit.atomic import default_mode
 from pipeline_kit.cluster import ClusterConfig
-from pipeline_kit.cluster.lookup import kit_home
 from pipeline_kit.errors import UserError
 from pipeline_kit.launch import worktree
 from pipeline_kit.launch.records import recorded_outputs
 from pipeline_kit.launch.remote import upload
+from pipeline_kit.resources import kit_home
 
 KIT_PACKAGE_DIR = Path(pipeline_kit.__file__).resolve().parent
 CONTAINER_CODE_DIR = "/kit/code"  # where every container job finds the code
