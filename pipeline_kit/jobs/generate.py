@@ -120,7 +120,9 @@ def plan_generation(cluster: ClusterConfig, spec: GenerateSpec, input_final: boo
         done = [u for u in units if u.is_done(output_dir)]
         if done and os.path.exists(input_path):  # else an earlier stage writes the input: the job checks the keys
             key = _script_key(spec, own)  # hashed once, not once per unit
-            finished = {u for u in done if _finished(u, key, output_dir)}
+            finished = {u for u in done if _finished(u, key, output_dir)} - _merge_pending(
+                done, output_dir, spec.num_chunks
+            )
             todo = [u for u in units if u not in finished]
     return UnitPlan(units, todo, input_path, output_dir, tuple(own), checked)
 
@@ -177,6 +179,20 @@ def _script_key(spec: GenerateSpec, own: list[str]) -> dict[str, object]:
     cfg = _script_config(spec, own)
     task = _task(spec)
     return done_key.key_fields(cfg, task, task.input_digest(cfg))
+
+
+def _merge_pending(done: list[Unit], output_dir: str, num_chunks: int | None) -> set[Unit]:
+    """Per seed whose chunks are all done while their merge is not (a job stopped while it wrote the merge, a full
+    disk for one): its last chunk, so that a job runs and merges them (inference.generate's prepare)."""
+    chunks: dict[int | None, list[Unit]] = {}
+    for u in done:
+        if u.chunk_id is not None and done_key.done_marker(u.output_file(output_dir)).exists():
+            chunks.setdefault(u.seed, []).append(u)
+    return {
+        max(mine, key=lambda u: u.chunk_id)
+        for mine in chunks.values()
+        if len(mine) == num_chunks and not done_key.done_marker(mine[0].merged_file(output_dir)).exists()
+    }
 
 
 def _finished(unit: Unit, key: dict[str, object], output_dir: str) -> bool:
