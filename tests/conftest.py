@@ -37,6 +37,10 @@ def load_services_env() -> dict[str, str]:
 
 
 SERVICES = load_services_env()
+# One OpenMP thread per process (torch in the CPU trainers and servers, inherited by every kit the tests start): the
+# tests run on 3 xdist workers over 2 cores, where a trainer's default of one thread per core thrashes (40 tiny SFT
+# steps beside other work: 282 s with the default threads, 44 s with one).
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
 REQUIRE_ALL = os.environ.get("KIT_TEST_REQUIRE_SERVICES") == "1"  # CI: nothing may skip for want of a part
@@ -418,8 +422,30 @@ def uses_shared_vllm(item) -> bool:
     return "shared_vllm" in getattr(item, "fixturenames", ())
 
 
+# pytest-xdist (`-n 3 --dist loadgroup`, the README's test command): the tests of one shared service run on one worker,
+# one after another, so that they neither fight over it (the 3 Slurm nodes, dockerd's builds, the 2 cores a CPU vLLM
+# server or trainer takes) nor see each other's jobs; the other tests spread over every worker.
+SERVICE_GROUPS = (("slurm", ("slurm", "ssh", "alone")), ("docker", ("docker",)), ("models", ("models",)))
+
+
+def service_group(item) -> str | None:
+    """The xdist group of a test: the first service of SERVICE_GROUPS whose marker it has; a test of the shared vLLM
+    server goes with the model tests (it must run where the server is)."""
+    marks = {mark.name for mark in item.iter_markers()}
+    for group, names in SERVICE_GROUPS:
+        if marks & set(names):
+            return group
+    return "models" if uses_shared_vllm(item) else None
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(config, items):
-    """The tests of the shared vLLM server run one after another, from where the first of them is."""
+    """Each test of a service goes to its service's xdist group; the tests of the shared vLLM server run one after
+    another, from where the first of them is."""
+    for item in items:
+        group = service_group(item)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
     users = [item for item in items if uses_shared_vllm(item)]
     if users:
         first = items.index(users[0])

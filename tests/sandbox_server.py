@@ -82,27 +82,56 @@ class SandboxServer(SandboxClient):
             self.proc.wait()
 
 
-def sandbox_pids() -> set[int]:
-    """Processes running as the sandbox's uid (nobody): the workers, sessions and any live execution."""
-    pids = set()
+def _processes() -> dict[int, tuple[int, int, str, str]]:
+    """Every process: pid -> (uid, parent pid, command line, cgroups)."""
+    out = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
             status = Path(f"/proc/{entry}/status").read_text()
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            cgroups = Path(f"/proc/{entry}/cgroup").read_text()
         except OSError:
             continue
-        uid_line = next(line for line in status.splitlines() if line.startswith("Uid:"))
-        if int(uid_line.split()[1]) == NOBODY:
-            pids.add(int(entry))
-    return pids
+        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+        out[int(entry)] = (int(fields["Uid"].split()[0]), int(fields["PPid"].split()[0]), cmdline, cgroups)
+    return out
 
 
-def wait_for_census(expected: set[int], timeout: float = 10.0) -> set[int]:
-    """The sandbox processes beyond `expected` that are still there after `timeout` (empty when all ended)."""
+def children(pid: int) -> set[int]:
+    """The processes whose parent is `pid`."""
+    return {child for child, (_, parent, _, _) in _processes().items() if parent == pid}
+
+
+def sandbox_pids(mine: int | None = None) -> set[int]:
+    """Processes running as the sandbox's uid (nobody): the workers, sessions and any live execution. Those that
+    provably belong to another sandbox server on this host (other tests', on other xdist workers) are left out:
+    the descendants of a server process other than `mine` (the pid of this test's server), and what runs in that
+    server's cgroups (`kit-sandbox-<pid>`, which an execution's processes keep after they leave its tree)."""
+    procs = _processes()
+    servers = {pid for pid, (_, _, cmd, _) in procs.items() if "pipeline_kit.sandbox.server" in cmd and pid != mine}
+
+    def others(pid: int) -> bool:
+        if any(f"/kit-sandbox-{s}" in procs[pid][3] for s in servers):
+            return True
+        for _ in range(64):  # up the tree
+            pid = procs[pid][1] if pid in procs else 0
+            if pid in servers:
+                return True
+            if pid <= 1:
+                return False
+        return False
+
+    return {pid for pid, (uid, _, _, _) in procs.items() if uid == NOBODY and not others(pid)}
+
+
+def wait_for_census(expected: set[int], mine: int | None = None, timeout: float = 10.0) -> set[int]:
+    """The sandbox processes beyond `expected` that are still there after `timeout` (empty when all ended); `mine`:
+    see sandbox_pids."""
     deadline = time.monotonic() + timeout
     while True:
-        extra = sandbox_pids() - expected
+        extra = sandbox_pids(mine) - expected
         if not extra or time.monotonic() > deadline:
             return extra
         time.sleep(0.1)

@@ -21,7 +21,7 @@ def sandbox():
     server = SandboxServer(*LIMITS)
     try:
         time.sleep(0.2)
-        server.baseline = sandbox_pids()  # the workers
+        server.baseline = sandbox_pids(server.proc.pid)  # the workers
         assert len(server.baseline - before) == server.call("GET", "/health")[1]["workers"]
         yield server
     finally:
@@ -32,7 +32,7 @@ def sandbox():
 def unharmed(sandbox):
     """After the attack: nothing of it is left, the server is healthy and answers the next request."""
     yield sandbox
-    assert wait_for_census(sandbox.baseline) == set(), "processes of the attack outlived it"
+    assert wait_for_census(sandbox.baseline, sandbox.proc.pid) == set(), "processes of the attack outlived it"
     assert sandbox.healthy()
     after = sandbox.run("print(1+1)")
     assert (after["status"], after["stdout"]) == ("completed", "2\n")
