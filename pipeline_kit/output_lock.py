@@ -10,6 +10,7 @@ from __future__ import annotations
 import getpass
 import json
 import os
+import shlex
 import socket
 import subprocess
 import sys
@@ -175,8 +176,9 @@ class RunLocks:
             write_atomic(path, json.dumps({**data, **fields}, indent=1) + "\n")
 
     def keep(self) -> None:
-        """The run's Slurm jobs hold the locks now: releasing them in this process leaves the files (they are
-        free once the jobs are no longer queued or running, or after `kit cancel`)."""
+        """The run's Slurm jobs hold the locks now: releasing them in this process leaves the files (the last job
+        to end removes them, see release_in_job; they are free once the jobs are no longer queued or running, or
+        after `kit cancel`)."""
         for path in self.paths:
             if path in _held:
                 _held[path].kept = True
@@ -270,6 +272,46 @@ def live_holders(outputs: list[str]) -> list[str]:
         if holder and path not in _held and why_free(holder) is None:
             lines.append(f"kit: note: {output} is being written by {_describe(holder)}; a submission now is refused")
     return lines
+
+
+# Run by python3 on a Slurm job's batch host as the batch script ends (any Python 3, the standard library only): each
+# lock still held with its token is removed once no other job of the run (its slurm_ids) is queued or running. Two
+# jobs of a run that end at the same moment may each see the other alive; then the lock stays, stale, and the next
+# run takes it over with a note, as after a job that was killed (a time limit, a node failure).
+_RELEASE_IN_JOB = r"""
+import json, os, subprocess, sys
+own = {v for k, v in os.environ.items() if k == "SLURM_JOB_ID" or k.startswith("SLURM_JOB_ID_HET_GROUP_")}
+args = sys.argv[2:]
+for path, token in zip(args[::2], args[1::2]):
+    try:
+        with open(path) as f:
+            held = json.load(f)
+        ids = held.get("slurm_ids") or []
+    except (OSError, ValueError, AttributeError):
+        continue
+    if held.get("token") != token or not ids:
+        continue
+    query = ["squeue", "-h", "-o", "%A", "-t", sys.argv[1], "-j", ",".join(ids)]
+    try:
+        out = subprocess.run(query, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, universal_newlines=True)
+    except OSError:
+        continue
+    if out.returncode == 0 and not set(out.stdout.split()) - own:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+"""
+
+
+def release_in_job(paths: list[str]) -> str | None:
+    """The shell command with which the last of a Slurm run's jobs to end removes the run's locks (`paths`, held by
+    this process); None when it holds none of them."""
+    pairs = [(path, _held[Path(path)].token) for path in paths if Path(path) in _held]
+    if not pairs:
+        return None
+    words = [_RELEASE_IN_JOB, _LIVE_SLURM_STATES, *(word for pair in pairs for word in pair)]
+    return "python3 -c " + " ".join(map(shlex.quote, words))
 
 
 def release_run(paths: list[str], run_id: str) -> None:

@@ -147,6 +147,61 @@ def test_locks_are_shared_within_a_run_and_refused_across_runs(tmp_path, monkeyp
     taken.release()
 
 
+def test_the_last_slurm_job_of_a_run_to_end_removes_its_lock(tmp_path):
+    """The command a Slurm run's batch scripts run as they end (output_lock.release_in_job), against a fake squeue:
+    the lock goes only when squeue lists none of the run's jobs but the one ending (its het components count as
+    itself), and only if the lock is still the run's own (same token); when squeue cannot answer, it stays."""
+    out = str(tmp_path / "out")
+    locks = output_lock.acquire([out], "run")
+    locks.update(slurm_ids=["11", "12"])
+    locks.keep()
+    command = output_lock.release_in_job([str(p) for p in locks.paths])
+    path = output_lock.lock_path(out)
+    fake = tmp_path / "bin"
+    fake.mkdir()
+
+    def end_job(squeue: str, **env: str) -> bool:
+        (fake / "squeue").write_text(f'#!/bin/sh\necho "$*" > {tmp_path}/asked\n{squeue}\n')
+        (fake / "squeue").chmod(0o755)
+        run_env = {**os.environ, "PATH": f"{fake}{os.pathsep}{os.environ['PATH']}", **env}
+        subprocess.run(["bash", "-c", command], env=run_env, check=True)
+        return path.exists()
+
+    assert end_job("printf '11\\n12\\n'", SLURM_JOB_ID="11")  # job 12 of the run is still queued
+    assert (tmp_path / "asked").read_text().split()[-2:] == ["-j", "11,12"]
+    assert end_job("exit 1", SLURM_JOB_ID="12")  # squeue cannot say
+    assert end_job("printf '11\\n12\\n'", SLURM_JOB_ID="12", SLURM_JOB_ID_HET_GROUP_0="12")
+    held = json.loads(path.read_text())
+    path.write_text(json.dumps({**held, "token": "another run's"}))
+    assert end_job("echo 12", SLURM_JOB_ID="12")  # taken over since: not this run's to remove
+    path.write_text(json.dumps(held))
+    assert not end_job("printf '12\\n13\\n'", SLURM_JOB_ID="12", SLURM_JOB_ID_HET_GROUP_1="13")
+    locks.release()
+
+
+@pytest.mark.slurm
+def test_a_finished_slurm_run_left_no_lock(kit, configs, stub, tmp_path):
+    """A generation of 2 units as a 2-element array on the real Slurm, not waited for (`--wait` would free the lock
+    itself): once both elements ended, the last of them removed the run's lock, so the next run goes through
+    without taking over a stale one."""
+    need("SLURM_CONF", "the local Slurm cluster")
+    d = configs("gen", SLURM)
+    server = stub()
+    inp, out = problems(tmp_path, 4), tmp_path / "out"
+    gen = ["--cluster=gen", f"--config_dir={d}", "--server_type=openai", f"--server_address={server.url}",
+           "--model=stub", f"--input_file={inp}", f"--output_dir={out}", "--num_chunks=2", "--num_jobs=2"]  # fmt: skip
+    first = kit("generate", *gen, "--expname=ends", timeout=300)
+    assert first.returncode == 0, first.stdout + first.stderr
+    job_id = re.search(r"\(slurm job (\d+)\)", first.stdout).group(1)
+    deadline = time.time() + 240
+    while subprocess.run(["squeue", "-h", "-j", job_id], capture_output=True, text=True).stdout.strip():
+        assert time.time() < deadline, "the array did not end"
+        time.sleep(1)
+    assert (out / "output.jsonl").exists() and not output_lock.lock_path(str(out)).exists()
+    again = kit("generate", *gen, "--expname=again", "--rerun_done", "--wait", timeout=300)
+    assert again.returncode == 0 and "taking over" not in again.stderr, again.stdout + again.stderr
+
+
 @pytest.mark.slurm
 def test_a_queued_slurm_job_holds_the_lock_until_kit_cancel(kit, configs, stub, tmp_path):
     need("SLURM_CONF", "the local Slurm cluster")

@@ -76,8 +76,10 @@ def slurm_executor(
     mount_paths: list[str],
     external_deps: list[str],
     array_size: int | None,
+    release_locks: str | None = None,
 ):
-    """`array_size`: the elements of this Slurm array (a part of the job's units when it was split)."""
+    """`array_size`: the elements of this Slurm array (a part of the job's units when it was split);
+    `release_locks`: the command that frees the run's output locks when its last job ends (output_lock)."""
     flags = component_flags(cluster, group)
     extra = {k: v for k, v in flags.items() if k not in ("partition", "time")}
     array = None
@@ -105,6 +107,8 @@ def slurm_executor(
     in_code = f"cd {shlex.quote(code_dir)} && PYTHONPATH={shlex.quote(code_dir)}${{PYTHONPATH:+:$PYTHONPATH}}"
     refuse = f'mkdir -p {job_log}; echo "$kit_why" | tee -a {job_log}/kit.log >&2; exit 2'
     setup += check_lines([f"{in_code} {check}" for check in job.checks], refuse)
+    if release_locks:  # as the batch script ends, whatever its outcome; a killed one leaves the lock stale
+        setup.append(f"trap {shlex.quote(f'command -v python3 >/dev/null && {release_locks}')} EXIT")
     executor = run.SlurmExecutor(
         account=cluster.account or "",
         partition=flags.get("partition"),

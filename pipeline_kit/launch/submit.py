@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pipeline_kit import output_lock
 from pipeline_kit.errors import UserError
 from pipeline_kit.launch import detached, records
 from pipeline_kit.launch.executors import adjust_slurm_task, docker_executor, local_executor, slurm_executor
@@ -161,6 +162,7 @@ class Submission:
             else:
                 het = len(job.groups) > 1
                 external = self.external_slurm_ids(job)
+                release = output_lock.release_in_job(self.locks)
                 executors = [
                     slurm_executor(
                         run,
@@ -173,6 +175,7 @@ class Submission:
                         p.mount_paths,
                         external,
                         task.array_size,
+                        release,
                     )
                     for g in job.groups
                 ]
