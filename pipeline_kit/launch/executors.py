@@ -100,6 +100,10 @@ def slurm_executor(
     het_hosts = " ".join(f"{HET_HOST_VAR}_{i}" for i in range(len(job.groups)))
     # runs in the batch shell before any srun: pyxis refuses a mount whose source does not exist yet
     setup = [f"export {het_hosts}"] if heterogeneous else []
+    if any(g.hardware.sbatch_kwargs.get("no_requeue") for g in job.groups):
+        # nemo-run submits with `sbatch --requeue`, which overrides the script's #SBATCH --no-requeue: the job
+        # clears its own flag as it starts, so a node failure ends it (NODE_FAIL) instead of queueing it again
+        setup.append('scontrol update JobId="$SLURM_JOB_ID" Requeue=0 || echo "kit: could not set Requeue=0" >&2')
     in_container = any(g.container for g in job.groups)
     setup.append(slurm_setup_lines(cluster, mount_paths, log_dir, job.name, in_container))
     # a generation's input checks where kit could not see its paths: on the batch host, before any server starts
