@@ -1,6 +1,7 @@
-"""GRPO's reward is the grader's verdict: known completions (right, wrong, no answer, equivalent forms) scored by the
-reward function exactly as TRL's GRPOTrainer calls it, against `kit grade --extract=auto` on the same completions and
-against verdicts other projects wrote (tests/data/grader_cases), plus the format reward (`boxed`)."""
+"""GRPO's reward is the grader's verdict: known completions (right, wrong, no answer, equivalent forms, reasoning
+traces) scored by the reward function exactly as TRL's GRPOTrainer calls it, against `kit grade` with kit eval's
+default extraction (and with `--extract=auto` when the reward is set to it) on the same completions and against
+verdicts other projects wrote (tests/data/grader_cases), plus the format reward (`boxed`)."""
 
 from __future__ import annotations
 
@@ -25,11 +26,16 @@ KNOWN = [
     (r"The answer is \boxed{\dfrac12}", "1/2", True, True),
     (r"2+2 is \boxed{5}.", "4", False, True),  # wrong
     ("I cannot solve this.", "4", False, False),  # no answer
-    ("2 + 2 = 4, so the answer is 4.", "4", True, False),  # right, not boxed: correct without the format bonus
+    ("2 + 2 = 4, so the answer is 4.", "4", False, False),  # right, not boxed: kit eval (boxed) gives no answer
     (r"\boxed{4", "4", False, False),  # a box left open (cut off): no answer
     (r"The roots are $\boxed{3, -2}$", "3,-2", True, True),
     (r"\boxed{10\%}", "0.1", True, True),
     (r"Final: \boxed{x^2+2x+1}", "(x+1)^2", True, True),
+    # reasoning traces: the last box counts, as kit eval reads it
+    (r"<think>Is it 5? No: 2+2=4.</think> The answer is $\boxed{4}$.", "4", True, True),
+    (r"<think>First \boxed{5}, then \boxed{4}.</think> So \boxed{4}", "4", True, True),
+    (r"<think>Maybe \boxed{4}. Check: 2+2=5.</think> \boxed{5}", "4", False, True),
+    ("<think>2+2 is 4, so the answer is 4", "4", False, False),  # a trace cut off before any box
 ]
 
 
@@ -53,8 +59,9 @@ def expected_reward(correct: bool, boxed: bool) -> float:
     return (CORRECT if correct else INCORRECT) + (BOXED if boxed else 0.0)
 
 
-def grade_with_kit(tmp_path, completions: list[str], expected: list[str]) -> list[bool]:
-    """The grader's verdicts as `kit grade --extract=auto` writes them (the reward extracts the same way)."""
+def grade_with_kit(tmp_path, completions: list[str], expected: list[str], *extract: str) -> list[bool]:
+    """The grader's verdicts as `kit grade` writes them, with kit eval's default extraction unless `extract` says
+    (`--extract`, `auto`)."""
     path = tmp_path / "completions.jsonl"
     path.write_text(
         "".join(
@@ -63,7 +70,7 @@ def grade_with_kit(tmp_path, completions: list[str], expected: list[str]) -> lis
         )
     )
     proc = subprocess.run(
-        [sys.executable, "-m", "pipeline_kit.grading.grade", str(path), "--extract", "auto", "--workers", "0"],
+        [sys.executable, "-m", "pipeline_kit.grading.grade", str(path), *extract, "--workers", "0"],
         capture_output=True,
         text=True,
     )
@@ -83,6 +90,26 @@ def test_known_completions_get_the_graders_verdict(tmp_path):
     ] == verdicts
     assert logged["accuracy"] == pytest.approx(sum(ok for _, _, ok, _ in KNOWN) / len(KNOWN))
     assert logged["boxed_rate"] == pytest.approx(sum(b for *_, b in KNOWN) / len(KNOWN))
+
+
+def test_the_reward_extracts_as_set_and_refuses_an_unknown_mode(tmp_path):
+    """++reward.extract_mode=auto: the reward follows `kit grade --extract=auto` (a stated final answer counts); a
+    mode that does not exist is refused with the key named."""
+    from pipeline_kit.errors import UserError
+    from pipeline_kit.training.config import TrainConfig, check_config
+
+    texts = [c for c, *_ in KNOWN]
+    expected = [e for _, e, *_ in KNOWN]
+    auto = RewardConfig(workers=0, extract_mode="auto")
+    rewards, _ = grpo_call(GraderReward(auto), texts, expected)
+    correct = [
+        r - (auto.boxed if b else 0.0) == pytest.approx(auto.correct) for r, (*_, b) in zip(rewards, KNOWN, strict=True)
+    ]
+    assert correct == grade_with_kit(tmp_path, texts, expected, "--extract", "auto")
+    assert correct[texts.index("2 + 2 = 4, so the answer is 4.")]  # what boxed mode leaves unanswered
+    cfg = TrainConfig("grpo", model="m", training_data="d", output_dir="o", reward=RewardConfig(extract_mode="last"))
+    with pytest.raises(UserError, match=r"\+\+reward.extract_mode='last' is not an extraction mode; use one of"):
+        check_config(cfg)
 
 
 def test_conversational_completions_are_graded_like_text():

@@ -86,6 +86,7 @@ EXTRACT_MODES = {
     "boxed": "the last \\boxed{} (or \\fbox{}); no box, no answer",
     "auto": "the last \\boxed{}, else a stated final answer, else the last expression",
 }
+DEFAULT_EXTRACT = "boxed"  # a bare file: the convention of published boxed-prompt numbers; GRPO's reward too
 
 
 def check_mode(mode: str, where: str = "--extract") -> str:

@@ -13,14 +13,13 @@ from pathlib import Path
 
 from pipeline_kit.atomic import write_atomic
 from pipeline_kit.errors import UserError
-from pipeline_kit.grading.extraction import EXTRACT_MODES, check_mode, extract_answer
+from pipeline_kit.grading.extraction import DEFAULT_EXTRACT, EXTRACT_MODES, check_mode, extract_answer
 from pipeline_kit.grading.grader_pool import grade_tasks
 from pipeline_kit.grading.math_grader import DEFAULT_TIMEOUT, GRADER_VERSION, Task
 from pipeline_kit.grading.normalize import canonical, choice_letter, lists_any_order
 
 GLOB = "output*.jsonl"
 ADDED = ("predicted_answer", "symbolic_correct", "grading_timed_out", "extract_mode", "grading_key")
-DEFAULT_EXTRACT = "boxed"  # a bare file: the convention of published boxed-prompt numbers
 
 
 @dataclass

@@ -10,6 +10,7 @@ from importlib.util import find_spec
 from pathlib import Path
 
 from pipeline_kit.errors import UserError
+from pipeline_kit.grading.extraction import DEFAULT_EXTRACT, check_mode
 from pipeline_kit.jsonl import numbered_records
 from pipeline_kit.overrides import MISSING, check_overrides, parse_overrides
 from pipeline_kit.training.backends import load_backend
@@ -22,13 +23,16 @@ REPORTERS = ("tensorboard", "wandb", "none")
 
 @dataclass
 class RewardConfig:
-    """GRPO's reward from kit's math grader: `correct` or `incorrect`, plus `boxed` when the answer is boxed."""
+    """GRPO's reward from kit's math grader: `correct` or `incorrect`, plus `boxed` when the answer is boxed. The
+    answer is extracted as `kit eval` extracts it by default (`extract_mode`), so the rule that rewarded a model is
+    the rule that scores it."""
 
     correct: float = 1.0
     incorrect: float = -0.5
     boxed: float = 0.1
     workers: int | None = None  # grader processes (default: the CPUs this job may use, at most 8)
     timeout: float = 10.0  # seconds per answer
+    extract_mode: str = DEFAULT_EXTRACT  # kit grade --extract: boxed (kit eval's default) | auto | ...
 
 
 @dataclass
@@ -119,6 +123,7 @@ def check_config(cfg: TrainConfig, processes: int | None = None) -> None:
             f"++average_last={cfg.average_last} averages full checkpoints; LoRA (++lora_rank) saves adapters."
         )
     _check_backend(cfg)
+    check_mode(cfg.reward.extract_mode, "++reward.extract_mode")
     if cfg.lora_rank < 0:
         raise UserError(f"++lora_rank={cfg.lora_rank} must be 0 (full fine-tuning) or more.")
     if cfg.algorithm == "sft":

@@ -19,7 +19,7 @@ def completion_text(completion) -> str:
 def score(texts: list[str], expected: list, cfg: RewardConfig) -> tuple[list[float], list[bool], list[bool]]:
     """(reward, correct, boxed) per completion: `correct` or `incorrect`, plus `boxed` when the answer is boxed."""
     tasks = [
-        task_of({"generation": t, "expected_answer": e}, "completion", "auto")
+        task_of({"generation": t, "expected_answer": e}, "completion", cfg.extract_mode)
         for t, e in zip(texts, expected, strict=True)
     ]
     verdicts = grade_tasks(tasks, workers=cfg.workers, timeout=cfg.timeout)
