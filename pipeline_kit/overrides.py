@@ -110,6 +110,9 @@ def check_overrides(args: list[str] | tuple[str, ...], schema: type, what: str) 
         *parents, leaf = key.split(".")
         for part in parents:
             node = typing.get_type_hints(node)[part]
+            if not is_dataclass(node):  # a key of a free mapping: OmegaConf types its value
+                parse_overrides(args, schema, what, complete=False)
+                return
         if not _fits(typing.get_type_hints(node)[leaf], value):
             parse_overrides(args, schema, what, complete=False)
             return
@@ -149,6 +152,8 @@ def _check_key(key: str, what: str, schema: type) -> None:
         default = node_type.default_factory() if callable(node_type.default_factory) else None
         if is_dataclass(default):
             node = type(default)
+        elif isinstance(default, dict):  # a free mapping (++chat_template_kwargs.KEY=VALUE): any key below it
+            return
         elif part != key.split(".")[-1]:
             raise UserError(f"{what}: ++{key}: '{'.'.join(path)}' is a value, not a group; drop the rest.")
 

@@ -154,6 +154,9 @@ def test_client_only_array_on_slurm(kit, configs, stub, tmp_path):
         (["--input_file=missing.jsonl"], "missing.jsonl does not exist"),
         (["--num_jobs=0"], "--num_jobs must be at least 1"),
         (["--server_type=transformers"], "input /m does not exist, and no job of this pipeline or of --run_after"),
+        (["--server_type=transformers", "++chat_template_kwargs.enable_thinking=false"], "add ++server.endpoint=text"),
+        (["++inference.reasoning_effort=max"], "++inference.reasoning_effort=max is not one of low, medium, high"),
+        (["++max_samples=0"], "++max_samples=0: give how many records to use (1 or more), or -1 for all"),
     ],
 )
 def test_flag_errors_are_one_line_exit_2(kit, none_cluster, tmp_path, flags, needle):

@@ -323,19 +323,28 @@ def test_a_refused_key_or_model_stops_the_run_at_once_with_one_line(stub, tmp_pa
 
 @pytest.mark.parametrize("endpoint", ["chat", "text"])
 def test_sampling_fields_follow_the_server_type(stub, tmp_path, endpoint):
-    """vLLM/SGLang read `top_k` as a field of its own; `transformers serve` refuses that field (HTTP 422) and
-    samples only when its `generation_config` field says do_sample, so that is where both go for it. A text prompt
-    kit rendered is whole: vLLM is told not to add special tokens (a second BOS) to it."""
+    """vLLM/SGLang/TensorRT-LLM read `top_k`, `min_p` and `repetition_penalty` as fields of their own, and on the
+    chat endpoint `chat_template_kwargs` and `reasoning_effort`; on the text endpoint those two go into the prompt
+    kit renders with the model's template. `transformers serve` refuses a `top_k` field (HTTP 422) and samples only
+    when its `generation_config` field says do_sample, so that is where the sampling options go for it. A text
+    prompt kit rendered is whole: vLLM is told not to add special tokens (a second BOS) to it."""
     server = stub()
     model = tmp_path / "model"
     model.mkdir()
-    (model / "chat_template.jinja").write_text("{% for m in messages %}{{ m['content'] }}{% endfor %}")
+    (model / "chat_template.jinja").write_text(
+        "{% for m in messages %}{{ m['content'] }}{% endfor %}"
+        "{% if enable_thinking is defined and not enable_thinking %}[no think]{% endif %}"
+        "{% if reasoning_effort is defined %}[effort {{ reasoning_effort }}]{% endif %}"
+    )
     inp = problems(tmp_path, 1)
     text = ["++server.endpoint=text", f"++server.chat_template={model}"] if endpoint == "text" else []
-    bodies = []
+    options = ["++inference.min_p=0.05", "++inference.repetition_penalty=1.1"]
+    template = ["++inference.reasoning_effort=low", "++chat_template_kwargs.enable_thinking=false"]
+    bodies, prompts = [], []
     for kind, settings in [
         ("vllm", ["++inference.temperature=0.7", "++inference.top_k=5"]),
-        ("transformers", ["++inference.temperature=0.7", "++inference.top_k=5"]),
+        ("vllm", ["++inference.temperature=0.7", *options, *template]),
+        ("transformers", ["++inference.temperature=0.7", "++inference.top_k=5", *options]),
         ("transformers", ["++inference.temperature=0.7"]),
         ("transformers", []),  # greedy
     ]:
@@ -345,10 +354,36 @@ def test_sampling_fields_follow_the_server_type(stub, tmp_path, endpoint):
         assert res.returncode == 0, res.stderr
         body = server.requests()[-1]["body"]
         bodies.append({k: v for k, v in body.items() if k not in ("model", "messages", "prompt", "max_tokens")})
+        prompts.append(body.get("prompt") or body["messages"][-1]["content"])
     whole = {"add_special_tokens": False} if endpoint == "text" else {}
+    chat = {"chat_template_kwargs": {"enable_thinking": False}, "reasoning_effort": "low"} if endpoint == "chat" else {}
+    sampled = '{"do_sample": true, "top_k": 5, "min_p": 0.05, "repetition_penalty": 1.1}'
     assert bodies == [
         {"temperature": 0.7, "top_p": 0.95, "seed": 3, "top_k": 5, **whole},
-        {"temperature": 0.7, "top_p": 0.95, "seed": 3, "generation_config": '{"do_sample": true, "top_k": 5}'},
+        {"temperature": 0.7, "top_p": 0.95, "seed": 3, "min_p": 0.05, "repetition_penalty": 1.1, **whole, **chat},
+        {"temperature": 0.7, "top_p": 0.95, "seed": 3, "generation_config": sampled},
         {"temperature": 0.7, "top_p": 0.95, "seed": 3, "generation_config": '{"do_sample": true}'},
         {"temperature": 0.0, "top_p": 0.95, "seed": 3, "generation_config": '{"do_sample": false}'},
     ]
+    rendered = [p.endswith("[no think][effort low]") for p in prompts]
+    assert rendered == [False, endpoint == "text", False, False, False], prompts
+
+
+def test_a_template_option_transformers_serve_cannot_take_is_refused_and_max_samples_sends_n(stub, tmp_path):
+    """On the chat endpoint `transformers serve` takes neither chat_template_kwargs nor reasoning_effort: one line
+    naming the key and the fix, before any request. ++max_samples=N sends exactly the first N records, cut into
+    the chunks as usual, and is part of the .done key."""
+    server = stub()
+    inp = problems(tmp_path, 10)
+    out = tmp_path / "out.jsonl"
+    refused = generate(*base(server, inp, out, "++server.server_type=transformers", "++chat_template_kwargs.x=1"))
+    assert refused.returncode == 2 and len(server.requests()) == 0, refused.stderr
+    assert "++chat_template_kwargs.x: server type 'transformers'" in refused.stderr
+    assert "++server.endpoint=text" in refused.stderr and "Traceback" not in refused.stderr
+    chunk = [tmp_path / f"out_chunk_{k}.jsonl" for k in (0, 1)]
+    for k in (0, 1):
+        res = generate(*base(server, inp, chunk[k], "++max_samples=4", "++num_chunks=2", f"++chunk_id={k}"))
+        assert res.returncode == 0, res.stderr
+    assert [r["id"] for r in rows(out)] == [0, 1, 2, 3] and len(server.requests()) == 4
+    again = generate(*base(server, inp, chunk[0], "++max_samples=5", "++num_chunks=2", "++chunk_id=0"))
+    assert again.returncode == 2 and "max_samples" in again.stderr, again.stderr

@@ -23,7 +23,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from conftest import SERVICES, VLLM_ARGS, cluster_yaml, need, rows
+from conftest import SERVICES, VLLM_ARGS, addition_problems, cluster_yaml, need, rows
 
 from pipeline_kit.inference.chat_template import ChatTemplate
 from pipeline_kit.inference.magpie import row_seed
@@ -211,3 +211,36 @@ def test_magpie_pre_query_generation_against_vllm(kit, shared_vllm, models, tmp_
     assert any(r["problem"] for r in written), written  # the model wrote text where the user's query goes
     logs = kit("logs", *cluster, "magpie").stdout
     assert re.search(r"wrote \S+output-rs3\.jsonl: 6 samples, 0 failed", logs), logs
+
+
+def test_request_options_reach_vllm_and_it_applies_them(kit, shared_vllm, tmp_path):
+    """Through a logging proxy in front of the real vLLM server: ++max_samples=4 of 6 problems sends exactly 4
+    requests; each carries top_k, min_p, repetition_penalty, chat_template_kwargs, reasoning_effort and the stop
+    list, and vLLM accepts them all (200). It applies them: with the stop string `boxed` every sample ends before it,
+    while the same run without it writes `\\boxed` (the tiny model's answer format)."""
+    cluster, model, server = shared_vllm
+    problems = addition_problems(tmp_path / "in.jsonl", 6)
+    options = ["++max_samples=4", "++inference.top_k=5", "++inference.min_p=0.05", "++inference.repetition_penalty=1.1",
+               "++chat_template_kwargs.enable_thinking=false", "++inference.reasoning_effort=low",
+               "++inference.tokens_to_generate=16", "++prompt_config=generic/math"]  # fmt: skip
+    proxy = LoggingProxy(server.url.removesuffix("/v1"))
+    try:
+        for name, stop in (("stopped", ["++inference.stop_phrases=[boxed]"]), ("control", [])):
+            res = kit("generate", *cluster, *model, f"--server_address={proxy.url}", f"--expname={name}",
+                      f"--input_file={problems}", f"--output_dir={tmp_path / name}", *options, *stop, timeout=300)  # fmt: skip
+            assert res.returncode == 0, res.stdout + res.stderr
+    finally:
+        proxy.stop()
+    asked_stopped, asked_control = proxy.bodies[:4], proxy.bodies[4:]
+    assert len(asked_stopped) == len(asked_control) == 4 and {b["path"] for b in proxy.bodies} == {
+        "/v1/chat/completions"
+    }
+    want = {"top_k": 5, "min_p": 0.05, "repetition_penalty": 1.1, "reasoning_effort": "low",
+            "chat_template_kwargs": {"enable_thinking": False}}  # fmt: skip
+    assert all({k: b.get(k) for k in want} == want for b in proxy.bodies), proxy.bodies
+    assert all(b["stop"] == ["boxed"] for b in asked_stopped) and all("stop" not in b for b in asked_control)
+    assert all("error" not in b["answer"] for b in proxy.bodies), proxy.bodies  # every field accepted
+    stopped, control = (rows(tmp_path / name / "output.jsonl") for name in ("stopped", "control"))
+    assert [r["id"] for r in stopped] == [r["id"] for r in control] == [0, 1, 2, 3]
+    assert not any("boxed" in r["generation"] for r in stopped), stopped
+    assert sum("boxed" in r["generation"] for r in control) >= 3, control  # the tiny model boxes ~all its answers

@@ -17,8 +17,13 @@ def _special(config: dict, key: str) -> str:
 
 
 class ChatTemplate:
-    def __init__(self, source: str):
+    """`arguments`: more variables for the template (++chat_template_kwargs, reasoning_effort), as a server passes
+    them to the model's template."""
+
+    def __init__(self, source: str, arguments: dict | None = None):
         from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+        self.arguments = dict(arguments or {})
 
         path = Path(source)
         config: dict = {}
@@ -49,6 +54,7 @@ class ChatTemplate:
 
     def render(self, messages: list[dict], add_generation_prompt: bool = True) -> str:
         return self.template.render(
+            **self.arguments,
             messages=messages,
             add_generation_prompt=add_generation_prompt,
             bos_token=self.bos_token,

@@ -8,13 +8,13 @@ import asyncio
 import contextlib
 import contextvars
 import gc
-import json
 import os
 import sys
 import time
 from dataclasses import dataclass, field
 
-from pipeline_kit.inference import retry
+from pipeline_kit.errors import UserError
+from pipeline_kit.inference import request_options, retry
 from pipeline_kit.inference.chat_template import ChatTemplate
 from pipeline_kit.inference.config import GenerateConfig
 from pipeline_kit.inference.refusals import is_transient, refusal, server_message
@@ -54,20 +54,6 @@ def token_logprobs(choice, chat: bool) -> list[float] | None:
     if chat:
         return [float(_field(t, "logprob")) for t in _field(logprobs, "content") or []]
     return [float(v) for v in _field(logprobs, "token_logprobs") or [] if v is not None]
-
-
-def sampling_fields(server_type: str | None, temperature: float, top_k: int) -> dict:
-    """The sampling fields a request carries beyond OpenAI's (temperature, top_p, seed), merged into its JSON body,
-    by the server type's name (None: a generic OpenAI-compatible endpoint, run without kit generate). `top_k` as
-    vLLM and SGLang read it, when it is on (> 0). `transformers serve` starts each request's GenerationConfig from
-    the model's generation_config.json and takes only temperature and top_p from the request, so a model whose file
-    lacks `do_sample: true` decodes greedily at any temperature, and it refuses a `top_k` field (HTTP 422): its own
-    `generation_config` field (a JSON string; the fields it leaves unset still come from the model's file) says
-    both."""
-    if server_type == "transformers":
-        config = {"do_sample": temperature > 0, **({"top_k": top_k} if top_k > 0 else {})}
-        return {"generation_config": json.dumps(config)}
-    return {"top_k": top_k} if top_k > 0 else {}
 
 
 def text_prompt_fields(server_type: str | None) -> dict:
@@ -159,8 +145,13 @@ class GenerationClient:
         self.cfg = cfg
         self.api_key = api_key or "EMPTY"
         self.template = None
+        keys = request_options.template_keys(cfg.inference, cfg.chat_template_kwargs)
+        refused = request_options.refusal(cfg.server.server_type, cfg.server.endpoint, keys)
+        if refused:
+            raise UserError(refused)
         if cfg.server.endpoint == "text":
-            self.template = ChatTemplate(cfg.server.chat_template or cfg.server.model)
+            arguments = request_options.template_arguments(cfg.inference, cfg.chat_template_kwargs)
+            self.template = ChatTemplate(cfg.server.chat_template or cfg.server.model, arguments)
         self.params = self._params()  # the same for every request of this run
         self.retries = 0  # requests tried again (retry.py), counted in the job's figures
         self.transient = (
@@ -215,7 +206,8 @@ class GenerationClient:
             params["seed"] = inf.random_seed
         if inf.stop_phrases:
             params["stop"] = list(inf.stop_phrases)
-        fields = sampling_fields(self.cfg.server.server_type, inf.temperature, inf.top_k)
+        server = self.cfg.server
+        fields = request_options.body_fields(server.server_type, server.endpoint, inf, self.cfg.chat_template_kwargs)
         if self.template is not None:
             fields |= text_prompt_fields(self.cfg.server.server_type)
         if fields:

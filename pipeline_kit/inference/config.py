@@ -4,9 +4,13 @@ grammar). An unknown key, a wrong type or a missing required value is one clear 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
+from pipeline_kit.errors import UserError
 from pipeline_kit.inference.registry import DEFAULT_GENERATION_TYPE, task_class
-from pipeline_kit.overrides import MISSING, check_overrides, parse_overrides
+from pipeline_kit.overrides import MISSING, check_overrides, parse_overrides, take_override
+
+REASONING_EFFORTS = ("low", "medium", "high")
 
 
 @dataclass
@@ -35,7 +39,10 @@ class ServerConfig:
 class InferenceConfig:
     temperature: float = 0.0
     top_p: float = 0.95
-    top_k: int = -1
+    top_k: int = -1  # off unless > 0
+    min_p: float = 0.0  # off unless > 0
+    repetition_penalty: float = 1.0  # off at 1.0
+    reasoning_effort: str | None = None  # low | medium | high: gpt-oss-style models (request_options.py)
     tokens_to_generate: int = 2048
     random_seed: int | None = None  # set per output file by kit generate (output-rs{seed}.jsonl)
     stop_phrases: list[str] = field(default_factory=list)
@@ -62,6 +69,10 @@ class GenerateConfig:
     prompt_config: str = "generic/default"
     server: ServerConfig = field(default_factory=ServerConfig)
     inference: InferenceConfig = field(default_factory=InferenceConfig)
+    # more arguments of the model's chat template (Qwen3: ++chat_template_kwargs.enable_thinking=false), as the
+    # server's chat endpoint passes them, or kit's own rendering on the text endpoint
+    chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
+    max_samples: int = -1  # only the first N records of the input (before it is cut into chunks); -1: all
     max_concurrent_requests: int = 512
     # transient errors (408, 429, 5xx, timeouts) are retried with exponential backoff from retry_delay, capped at
     # 10 s (inference/retry.py): 8 retries wait 45-68 s in all
@@ -93,10 +104,22 @@ class GenerateConfig:
 def parse_generate_config(args: list[str] | tuple[str, ...]) -> GenerateConfig:
     """The generation script's config from its `++key=value` arguments, with the inputs its generation type needs."""
     cfg = parse_overrides(args, GenerateConfig, "generation")
+    check_values(cfg.max_samples, cfg.inference.reasoning_effort)
     task_class(cfg.generation_type).check_inputs(cfg)
     return cfg
+
+
+def check_values(max_samples: int | str | None, reasoning_effort: str | None) -> None:
+    """The values whose type alone does not say they are wrong; each is one UserError naming the key."""
+    if max_samples is not None and (int(max_samples) == 0 or int(max_samples) < -1):
+        raise UserError(f"++max_samples={max_samples}: give how many records to use (1 or more), or -1 for all.")
+    if reasoning_effort is not None and reasoning_effort not in REASONING_EFFORTS:
+        raise UserError(
+            f"++inference.reasoning_effort={reasoning_effort} is not one of {', '.join(REASONING_EFFORTS)}."
+        )
 
 
 def check_generate_overrides(args: list[str] | tuple[str, ...]) -> None:
     """The check at submission, without hydra in the common case: every key exists and each value fits its type."""
     check_overrides(args, GenerateConfig, "generation")
+    check_values(take_override(args, "max_samples")[0], take_override(args, "inference.reasoning_effort")[0])

@@ -18,6 +18,7 @@ from pipeline_kit.atomic import write_atomic
 from pipeline_kit.content_digest import path_digest
 from pipeline_kit.errors import UserError
 from pipeline_kit.inference.registry import DEFAULT_GENERATION_TYPE
+from pipeline_kit.inference.request_options import OFF
 
 if TYPE_CHECKING:
     from pipeline_kit.inference.config import GenerateConfig
@@ -142,13 +143,23 @@ def key_fields(cfg: GenerateConfig, task: type[GenerationTask], input_digest: st
         f"{task.input_key} content": input_digest,
         "chunk_id": cfg.chunk_id,
         "num_chunks": cfg.num_chunks,
-        # logprobs only when asked for: older keys (without it) stay valid
-        **{f"inference.{k}": v for k, v in asdict(cfg.inference).items() if k != "logprobs" or v},
+        # logprobs and the request options that came later only when set: older keys (without them) stay valid
+        **{f"inference.{k}": v for k, v in asdict(cfg.inference).items() if _keyed(k, v)},
+        **({"chat_template_kwargs": dict(cfg.chat_template_kwargs)} if cfg.chat_template_kwargs else {}),
+        **({"max_samples": cfg.max_samples} if cfg.max_samples != -1 else {}),
         "code_execution": cfg.code_execution,
         # only another field: `generation` is what every run wrote before the key existed (older keys stay valid)
         **({"generation_key": cfg.generation_key} if cfg.generation_key not in (None, "generation") else {}),
     }
     return {**fields, **task.done_key_fields(cfg)}
+
+
+def _keyed(name: str, value: object) -> bool:
+    """Whether an inference field is part of the key: always, except logprobs and the later request options
+    (request_options.OFF) while they are off (top_k was keyed from the start, off or not)."""
+    if name == "logprobs":
+        return bool(value)
+    return name == "top_k" or name not in OFF or value != OFF[name]
 
 
 def model_fields(model: str) -> dict[str, object]:

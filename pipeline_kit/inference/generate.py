@@ -97,7 +97,7 @@ class GenerateTask:
     def __init__(self, cfg: GenerateConfig):
         check_code_settings(cfg)
         prompt = load_prompt_config(cfg.prompt_config)
-        self.rows = unit_files.read_input(cfg.input_file, cfg.chunk_id, cfg.num_chunks)
+        self.rows = unit_files.read_input(cfg.input_file, cfg.chunk_id, cfg.num_chunks, cfg.max_samples)
         self.key = output_key(cfg, self.rows)
         self.messages = [prompt.messages(record, line_no) for line_no, record in self.rows]  # fail before requests
 

@@ -75,7 +75,7 @@ class MagpieTask:
 
         check_magpie_settings(cfg)
         template = ChatTemplate(cfg.server.chat_template or cfg.server.model)
-        self.rows = unit_files.read_input(cfg.input_file, cfg.chunk_id, cfg.num_chunks)
+        self.rows = unit_files.read_input(cfg.input_file, cfg.chunk_id, cfg.num_chunks, cfg.max_samples)
         self.requests = []
         for line_no, record in self.rows:  # every row checked before any request
             system = record.get(SYSTEM_FIELD)

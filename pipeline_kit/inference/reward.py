@@ -103,7 +103,7 @@ class RewardTask:
 
         check_reward_settings(cfg)
         prompt = load_prompt_config(cfg.prompt_config)
-        self.rows = unit_files.read_input(cfg.input_file, cfg.chunk_id, cfg.num_chunks)
+        self.rows = unit_files.read_input(cfg.input_file, cfg.chunk_id, cfg.num_chunks, cfg.max_samples)
         self.conversations = [conversation(prompt, record, line_no, cfg.input_file) for line_no, record in self.rows]
 
     @staticmethod

@@ -35,14 +35,17 @@ def merged_file(chunk_path: str | Path, chunk_id: int) -> Path:
     return p.with_name(p.stem.removesuffix(suffix) + p.suffix)
 
 
-def read_input(path: str, chunk_id: int | None, num_chunks: int | None) -> list[tuple[int, dict]]:
-    """(line number, record) for this unit's chunk: contiguous slices of ceil(n / num_chunks) records."""
+def read_input(
+    path: str, chunk_id: int | None, num_chunks: int | None, max_samples: int = -1
+) -> list[tuple[int, dict]]:
+    """(line number, record) for this unit's chunk: contiguous slices of ceil(n / num_chunks) records, n the first
+    `max_samples` records (-1: all)."""
     try:
         with open(path) as f:
             rows = list(numbered_records(f, path))
     except OSError as e:
         raise UserError(f"++input_file={path}: cannot read it ({e.strerror}).") from None
-    return chunk_of(rows, chunk_id, num_chunks)
+    return chunk_of(rows if max_samples < 0 else rows[:max_samples], chunk_id, num_chunks)
 
 
 def chunk_of(rows: list, chunk_id: int | None, num_chunks: int | None) -> list:

@@ -13,7 +13,7 @@ from pipeline_kit.components.client import ClientCommand, client_python_check, s
 from pipeline_kit.components.sandbox import SANDBOX_NAME, SandboxSpec
 from pipeline_kit.components.server import SERVER_NAME, server_container, server_group
 from pipeline_kit.errors import UserError
-from pipeline_kit.inference import done_key
+from pipeline_kit.inference import done_key, request_options
 from pipeline_kit.inference.config import GenerateConfig, check_generate_overrides, parse_generate_config
 from pipeline_kit.inference.registry import task_class
 from pipeline_kit.inference.tasks import config_value
@@ -98,6 +98,7 @@ def plan_generation(cluster: ClusterConfig, spec: GenerateSpec, input_final: boo
 
     spec.server.validate()
     check_generate_overrides(spec.overrides)  # a typo stops here, before anything is queued
+    _check_request_options(spec)
     _check_prompt_config(cluster, spec)
     units = plan_units(spec.seeds, spec.num_chunks, spec.chunk_ids)
     flag, given = ("++input_dir", spec.input_dir) if spec.input_dir is not None else ("--input_file", spec.input_file)
@@ -125,6 +126,16 @@ def plan_generation(cluster: ClusterConfig, spec: GenerateSpec, input_final: boo
             )
             todo = [u for u in units if u not in finished]
     return UnitPlan(units, todo, input_path, output_dir, tuple(own), checked)
+
+
+def _check_request_options(spec: GenerateSpec) -> None:
+    """A request option the server type cannot honour is refused now, as the client would refuse it in the job."""
+    keys = [f"++{k}" for k in map(override_key, spec.overrides) if k.startswith("chat_template_kwargs.")]
+    keys += ["++inference.reasoning_effort"] if take_override(spec.overrides, "inference.reasoning_effort")[0] else []
+    endpoint = take_override(spec.overrides, "server.endpoint")[0] or "chat"
+    refused = request_options.refusal(spec.server.server_type, endpoint, keys)
+    if refused:
+        raise UserError(refused)
 
 
 def _check_output_key(spec: GenerateSpec, input_path: str) -> None:
