@@ -386,9 +386,9 @@ def slurm_train_config(configs) -> Path:
 # ---- shared expensive fixtures (issue 31 part 8: the suite's time) ------------------------------------------------
 # One CPU vLLM server of the tiny model on executor none, started once per session with `kit start_server` and
 # used by every test that needs a served model but does not test the start-up itself (test_vllm_tir_magpie.py,
-# the text-endpoint half of test_generate_vllm.py's vLLM-on-none test, test_genselect.py's real-model test). Tests
-# run one at a time, so each reads the server's request counts as differences; a test must not stop or reconfigure
-# it. Idle it uses no CPU but ~2.7 GB of memory, so its users run one after another (moved to where the first one
+# the text-endpoint half of test_generate_vllm.py's vLLM-on-none test, test_genselect.py's real-model test). Its
+# tests run one at a time on the `models` xdist worker (SERVICE_GROUPS below), so each reads the server's request
+# counts as differences; a test must not stop or reconfigure it. Idle it uses no CPU but ~2.7 GB of memory, so its users run one after another (moved to where the first one
 # is) and it stops after the last of them.
 
 _SHARED_VLLM: dict = {}  # "server": the running ForegroundServer; "last": the node id of its last user
@@ -426,6 +426,7 @@ def uses_shared_vllm(item) -> bool:
 # one after another, so that they neither fight over it (the 3 Slurm nodes, dockerd's builds, the 2 cores a CPU vLLM
 # server or trainer takes) nor see each other's jobs; the other tests spread over every worker.
 SERVICE_GROUPS = (("slurm", ("slurm", "ssh", "alone")), ("docker", ("docker",)), ("models", ("models",)))
+GROUP_ORDER = ("models", "slurm", "docker")  # the order they start in, longest first
 
 
 def service_group(item) -> str | None:
@@ -446,6 +447,11 @@ def pytest_collection_modifyitems(config, items):
         group = service_group(item)
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
+    # the groups first, the longest first (models ~23 min, Slurm ~20, Docker ~2 on CI's 2 cores; the other tests ~29
+    # min of one worker's time in all), so that each starts at once on a worker of its own and the other tests fill
+    # in around them: xdist hands out work in this order
+    rank = {group: i for i, group in enumerate(GROUP_ORDER)}
+    items.sort(key=lambda item: rank.get(service_group(item), len(rank)))
     users = [item for item in items if uses_shared_vllm(item)]
     if users:
         first = items.index(users[0])
