@@ -460,6 +460,13 @@ def pytest_collection_modifyitems(config, items):
 
 
 def pytest_collection_finish(session):
+    grouped = [item for item in session.items if service_group(item) is not None]
+    if getattr(session.config.option, "loadgroup", False) and grouped and "@" not in grouped[0].nodeid:
+        # xdist marks a grouped test by a suffix of its nodeid; a pytest it does not support drops it silently
+        raise pytest.UsageError(
+            f"pytest-xdist did not group {grouped[0].nodeid} (pytest {pytest.__version__}): install the versions "
+            "pyproject.toml's `test` extra pins (pip install -e '.[test]')."
+        )
     users = [item.nodeid for item in session.items if uses_shared_vllm(item)]
     _SHARED_VLLM["last"] = users[-1] if users else None
 
