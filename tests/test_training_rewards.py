@@ -153,3 +153,24 @@ def test_contract_cases_reward_as_their_authors_grade_them():
         if r != expected_reward(c["equivalent"], True)
     ]
     assert not wrong, wrong
+
+
+def test_a_run_from_before_extract_mode_resumes_as_sft_and_is_refused_as_grpo(tmp_path):
+    """kit-train.json of a run made before `reward.extract_mode` existed (its reward extracted in `auto` mode): an SFT
+    run resumes (it has no reward), a GRPO run is refused with the reward named, since resuming would mix rules."""
+    from dataclasses import asdict
+
+    from pipeline_kit.errors import UserError
+    from pipeline_kit.training.checkpoints import SETTINGS, check_settings
+
+    for algorithm in ("sft", "grpo"):
+        out = tmp_path / algorithm
+        out.mkdir()
+        now = {"algorithm": algorithm, "reward": asdict(RewardConfig()), "learning_rate": 1e-5}
+        before = {**now, "reward": {k: v for k, v in now["reward"].items() if k != "extract_mode"}}
+        (out / SETTINGS).write_text(json.dumps(before))
+        if algorithm == "sft":
+            check_settings(out, now, write=False)
+        else:
+            with pytest.raises(UserError, match=r"holds a run with other settings \(reward: "):
+                check_settings(out, now, write=False)

@@ -89,10 +89,11 @@ def check_settings(output_dir: str | Path, settings: dict, write: bool = True) -
     path = Path(output_dir) / SETTINGS
     if path.is_file():
         old = json.loads(path.read_text())
+        free = _FREE | ({"reward"} if settings.get("algorithm") == "sft" else set())  # SFT has no reward
         changed = [
             f"{k}: {_short(old.get(k))} → {_short(settings.get(k))}"
             for k in sorted(set(old) | set(settings))
-            if k not in _FREE and old.get(k) != settings.get(k)
+            if k not in free and old.get(k) != settings.get(k)
         ]
         if changed:
             raise UserError(
