@@ -275,42 +275,37 @@ def live_holders(outputs: list[str]) -> list[str]:
 
 
 # Run by python3 on a Slurm job's batch host as the batch script ends (any Python 3, the standard library only): each
-# lock still held with its token is removed once no other job of the run (its slurm_ids) is queued or running. Two
-# jobs of a run that end at the same moment may each see the other alive; then the lock stays, stale, and the next
-# run takes it over with a note, as after a job that was killed (a time limit, a node failure).
+# ending job leaves a marker named by its job id in `<lock>.<token>.ended/` (so two jobs that end at the same moment
+# both count), and the one that sees the run's every job ended (`expected`: its jobs and array elements) removes the
+# lock, if it is still this run's (same token). A job that never ends normally (killed by a time limit or a failed
+# node, or never started: a dependency failed) leaves the lock; it is then stale, and the next run takes it over with
+# a note.
 _RELEASE_IN_JOB = r"""
-import json, os, subprocess, sys
-own = {v for k, v in os.environ.items() if k == "SLURM_JOB_ID" or k.startswith("SLURM_JOB_ID_HET_GROUP_")}
-args = sys.argv[2:]
+import json, os, shutil, sys
+job, expected, args = os.environ.get("SLURM_JOB_ID"), int(sys.argv[1]), sys.argv[2:]
 for path, token in zip(args[::2], args[1::2]):
     try:
         with open(path) as f:
-            held = json.load(f)
-        ids = held.get("slurm_ids") or []
+            if json.load(f).get("token") != token or not job:
+                continue
+        ended = "%s.%s.ended" % (path, token)
+        os.makedirs(ended, exist_ok=True)
+        open(os.path.join(ended, job), "w").close()
+        if len(os.listdir(ended)) >= expected:
+            os.unlink(path)
+            shutil.rmtree(ended, ignore_errors=True)
     except (OSError, ValueError, AttributeError):
         continue
-    if held.get("token") != token or not ids:
-        continue
-    query = ["squeue", "-h", "-o", "%A", "-t", sys.argv[1], "-j", ",".join(ids)]
-    try:
-        out = subprocess.run(query, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, universal_newlines=True)
-    except OSError:
-        continue
-    if out.returncode == 0 and not set(out.stdout.split()) - own:
-        try:
-            os.unlink(path)
-        except OSError:
-            pass
 """
 
 
-def release_in_job(paths: list[str]) -> str | None:
-    """The shell command with which the last of a Slurm run's jobs to end removes the run's locks (`paths`, held by
-    this process); None when it holds none of them."""
+def release_in_job(paths: list[str], expected: int) -> str | None:
+    """The shell command with which the last of a Slurm run's `expected` jobs (array elements counted one by one)
+    to end removes the run's locks (`paths`, held by this process); None when it holds none of them."""
     pairs = [(path, _held[Path(path)].token) for path in paths if Path(path) in _held]
     if not pairs:
         return None
-    words = [_RELEASE_IN_JOB, _LIVE_SLURM_STATES, *(word for pair in pairs for word in pair)]
+    words = [_RELEASE_IN_JOB, str(expected), *(word for pair in pairs for word in pair)]
     return "python3 -c " + " ".join(map(shlex.quote, words))
 
 

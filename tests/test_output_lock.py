@@ -148,34 +148,26 @@ def test_locks_are_shared_within_a_run_and_refused_across_runs(tmp_path, monkeyp
 
 
 def test_the_last_slurm_job_of_a_run_to_end_removes_its_lock(tmp_path):
-    """The command a Slurm run's batch scripts run as they end (output_lock.release_in_job), against a fake squeue:
-    the lock goes only when squeue lists none of the run's jobs but the one ending (its het components count as
-    itself), and only if the lock is still the run's own (same token); when squeue cannot answer, it stays."""
+    """The command a Slurm run's batch scripts run as they end (output_lock.release_in_job), for a run of 2 jobs:
+    each leaves a marker named by its job id, and the lock goes when both have, whichever order they end in (or
+    both at once); a job that ends twice (requeued) counts once, a lock another run has taken over since stays."""
     out = str(tmp_path / "out")
     locks = output_lock.acquire([out], "run")
-    locks.update(slurm_ids=["11", "12"])
     locks.keep()
-    command = output_lock.release_in_job([str(p) for p in locks.paths])
+    command = output_lock.release_in_job([str(p) for p in locks.paths], 2)
     path = output_lock.lock_path(out)
-    fake = tmp_path / "bin"
-    fake.mkdir()
 
-    def end_job(squeue: str, **env: str) -> bool:
-        (fake / "squeue").write_text(f'#!/bin/sh\necho "$*" > {tmp_path}/asked\n{squeue}\n')
-        (fake / "squeue").chmod(0o755)
-        run_env = {**os.environ, "PATH": f"{fake}{os.pathsep}{os.environ['PATH']}", **env}
-        subprocess.run(["bash", "-c", command], env=run_env, check=True)
+    def end_job(job_id: str) -> bool:
+        subprocess.run(["bash", "-c", command], env={**os.environ, "SLURM_JOB_ID": job_id}, check=True)
         return path.exists()
 
-    assert end_job("printf '11\\n12\\n'", SLURM_JOB_ID="11")  # job 12 of the run is still queued
-    assert (tmp_path / "asked").read_text().split()[-2:] == ["-j", "11,12"]
-    assert end_job("exit 1", SLURM_JOB_ID="12")  # squeue cannot say
-    assert end_job("printf '11\\n12\\n'", SLURM_JOB_ID="12", SLURM_JOB_ID_HET_GROUP_0="12")
+    assert end_job("11") and end_job("11")  # the other job has not ended; a requeued one counts once
     held = json.loads(path.read_text())
     path.write_text(json.dumps({**held, "token": "another run's"}))
-    assert end_job("echo 12", SLURM_JOB_ID="12")  # taken over since: not this run's to remove
+    assert end_job("12")  # taken over since: not this run's to remove
     path.write_text(json.dumps(held))
-    assert not end_job("printf '12\\n13\\n'", SLURM_JOB_ID="12", SLURM_JOB_ID_HET_GROUP_1="13")
+    assert not end_job("12")  # the run's last job: the lock and the markers go
+    assert not list(tmp_path.glob(".out.kit-lock.json*"))
     locks.release()
 
 

@@ -162,7 +162,7 @@ class Submission:
             else:
                 het = len(job.groups) > 1
                 external = self.external_slurm_ids(job)
-                release = output_lock.release_in_job(self.locks)
+                release = output_lock.release_in_job(self.locks, sum(t.array_size or 1 for t in self.tasks))
                 executors = [
                     slurm_executor(
                         run,
