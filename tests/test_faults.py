@@ -265,11 +265,16 @@ def test_vllm_killed_mid_generation_stops_the_job_naming_it_and_the_rerun_asks_o
              "++inference.tokens_to_generate=12", f"--num_chunks={chunks}", "--num_random_seeds=1",
              "++max_concurrent_requests=2"]  # fmt: skip
     run = start_kit(tmp_path, user_repo, "generate", *cluster, *flags, VLLM_ARGS, "--expname=killed")
-    kill_after = rng.randrange(1, n - 10)
+    kill_after = rng.randrange(1, n // 2)  # at least 20 left: they take seconds, the kill a moment
     note += f" killed after {kill_after} samples"
-    wait_for_samples(run, lambda: samples_on_disk(out, (0,), chunks, n // chunks), kill_after, note, timeout=500)
-    servers = processes(tmp_path, "vllm.entrypoints.openai.api_server")
+
+    def on_disk() -> int:
+        return samples_on_disk(out, (0,), chunks, n // chunks)
+
+    wait_for_samples(run, on_disk, 1, note, timeout=500)
+    servers = processes(tmp_path, "vllm.entrypoints.openai.api_server")  # found before: the /proc scan takes time
     assert len(servers) == 1, f"{note} {servers}"
+    wait_for_samples(run, on_disk, kill_after, note, timeout=300)
     os.kill(servers[0], signal.SIGKILL)
     killed_at = time.time()
     res = finished(run, timeout=180)

@@ -5,24 +5,13 @@ generation script, and at submission (`kit generate`, also its --dry_run) before
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 import yaml
-from conftest import example_block
+from conftest import example_block, generate
 
 from pipeline_kit.errors import UserError
 from pipeline_kit.inference.prompts import NOT_PROMPTS, PROMPTS_DIR, load_prompt_config
-
-
-def generate(*overrides: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "pipeline_kit.inference.generate", *overrides],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
 
 
 def test_the_documented_few_shot_example_renders_into_the_request_as_shown(stub, tmp_path):

@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from conftest import SERVICES, VLLM_ARGS, cluster_yaml, need, rows
+from conftest import SERVICES, VLLM_ARGS, cluster_yaml, generate, need, rows
 
 PAIRS = [("What is 2+3?", "\\boxed{5}"), ("What is 2+3?", "\\boxed{6}"), ("What is 7+1?", "I think 8.")]
 
@@ -123,9 +122,7 @@ def recorder():
 def score(url: str, inp: Path, out: Path, *more: str) -> subprocess.CompletedProcess:
     args = [f"++input_file={inp}", f"++output_file={out}", f"++server.base_url={url}", "++server.model=rm"]
     args += ["++generation_type=reward", "++retry_delay=0.01", *more]
-    return subprocess.run(
-        [sys.executable, "-m", "pipeline_kit.inference.generate", *args], capture_output=True, text=True, timeout=60
-    )
+    return generate(*args, timeout=60)
 
 
 def test_the_request_is_the_prompt_and_the_generation_as_a_chat_on_pooling(recorder, tmp_path):

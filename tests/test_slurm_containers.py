@@ -130,14 +130,16 @@ def test_mount_source_gone_at_job_start_is_a_clear_failure(kit, pyxis, tmp_path)
     """The source exists at submission; the job it runs after removes it; the container job then fails with one
     line that `kit logs` shows (its kit.log) instead of pyxis's complaint."""
     args, _ = pyxis
-    doomed = tmp_path / "doomed"
+    doomed, go = tmp_path / "doomed", tmp_path / "go"
     doomed.mkdir()
-    res = kit("run_cmd", *args, "--expname=gone-a", f"--command=sleep 2; rm -rf {doomed}")
+    # it removes the source only once the second job is submitted (`go`), however slow the submission
+    res = kit("run_cmd", *args, "--expname=gone-a", f"--command=until [ -e {go} ]; do sleep 0.2; done; rm -rf {doomed}")
     assert res.returncode == 0, res.stderr
     res = kit(
         "run_cmd", *args, "--expname=gone-b", "--container=base", f"--mount_paths={doomed}:/doomed",
         "--run_after=gone-a", "--command=ls /doomed",
     )  # fmt: skip
+    go.touch()
     assert res.returncode == 0, res.stderr
     assert _wait(kit, args, "gone-b") == "FAILED"
     logs = kit("logs", *args, "gone-b").stdout
