@@ -35,13 +35,15 @@ class ServerKey:
 class UnitFigures:
     """One unit as a job ran it: `samples` requested there (those already done before are not counted), the tokens
     they generated, the seconds from its first request to its file done, and `retries`: requests tried again after
-    a 429, a 5xx or a lost connection (0 in the files of an older kit)."""
+    a 429, a 5xx or a lost connection; `clamped`: requests whose max_tokens was cut to what the server's context
+    window left the prompt (both 0 in the files of an older kit)."""
 
     label: str
     samples: int
     tokens: int
     seconds: float
     retries: int = 0
+    clamped: int = 0
 
 
 @dataclass(frozen=True)
@@ -83,6 +85,10 @@ class JobFigures:
     @property
     def retries(self) -> int:
         return sum(u.retries for u in self.units)
+
+    @property
+    def clamped(self) -> int:
+        return sum(u.clamped for u in self.units)
 
     @property
     def seconds_per_sample(self) -> float | None:

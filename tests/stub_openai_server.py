@@ -1,13 +1,17 @@
 """A small OpenAI-compatible server for tests, where the point is the client, not the model (real vLLM is used
 elsewhere). It logs every completion request it receives (one JSON line), so tests count what reached the server.
 
-  python stub_openai_server.py PORT REQUEST_LOG [--delay S] [--die_after N] [--never_ready] [--context_limit C]
+  python stub_openai_server.py PORT REQUEST_LOG [--delay S] [--die_after N] [--never_ready]
+                               [--context_limit C [--context_style vllm|vllm_old|sglang]]
                                [--tir_rounds N [--tir_code TEMPLATE]] [--add_seed]
                                [--fail_status CODE [--fail_when TEXT | --fail_for S [--fail_from K]]]
-                               [--answer_chars N] [--script FILE]
+                               [--answer_chars N] [--script FILE] [--think [--reasoning_parser]]
 
-Answers `\\boxed{<the number in the last message>}` (plus the request's seed with --add_seed); prompts over C
-characters get the 400 error vLLM gives. With --fail_status CODE, requests whose prompt holds TEXT (every request
+Answers `\\boxed{<the number in the last message>}` (plus the request's seed with --add_seed). With --context_limit
+C the model's context window is C tokens, a token being a character of the prompt: a prompt over C gets the 400
+that vLLM gives; a prompt plus max_tokens over C is cut by the server as vLLM 0.11+ does (--context_style vllm, the
+default; /v1/models then says max_model_len=C), or refused with the 400 of vLLM 0.6-0.9 (vllm_old) or of SGLang
+(sglang), each naming the window and the prompt's tokens. With --fail_status CODE, requests whose prompt holds TEXT (every request
 without --fail_when) are refused with HTTP CODE and an OpenAI-style error body whose message names the code; a 401
 or 403 for every request refuses GET /v1/models too, as a server that checks keys does. With --fail_for S it refuses
 every completion request for S seconds from the (K+1)-th one it gets (--fail_from K, default 0), then recovers (a
@@ -20,7 +24,11 @@ it says "Judgement: Yes" when the expected and predicted answers are the same st
 a GenSelect prompt (prompts/generic/genselect.yaml) it names the solution with the largest \\boxed number.
 With --script FILE (a JSON list of {"match": REGEX, "replies": [TEXT, ...]}) the first rule whose REGEX finds the
 prompt (re.S) answers replies[seed % len(replies)] as written; a prompt no rule finds gets an HTTP 400 (which is
-not retried), so a test's script covers every request it causes."""
+not retried), so a test's script covers every request it causes. With --think it is a reasoning model: its text is
+`<think>Maybe \\boxed{<the number + 1>}? No, recount.</think>` and the answer, a token is a character, and max_tokens cuts the
+text (finish_reason "length"); with --reasoning_parser the chat endpoint splits it as vLLM's deepseek_r1 parser
+does: `reasoning` (vLLM 0.10+'s field) and `content` (null when the trace never ended), and counts
+completion_tokens_details.reasoning_tokens."""
 
 from __future__ import annotations
 
@@ -41,6 +49,7 @@ def main() -> None:
     ap.add_argument("--die_after", type=int, default=0)
     ap.add_argument("--never_ready", action="store_true")
     ap.add_argument("--context_limit", type=int, default=0)
+    ap.add_argument("--context_style", choices=("vllm", "vllm_old", "sglang"), default="vllm")
     ap.add_argument("--tir_rounds", type=int, default=0)
     ap.add_argument("--tir_code", default="print({numbers})")
     ap.add_argument("--add_seed", action="store_true")
@@ -50,6 +59,8 @@ def main() -> None:
     ap.add_argument("--fail_from", type=int, default=0)
     ap.add_argument("--answer_chars", type=int, default=0)
     ap.add_argument("--script")
+    ap.add_argument("--think", action="store_true")
+    ap.add_argument("--reasoning_parser", action="store_true")
     args = ap.parse_args()
     script = []
     if args.script:
@@ -80,7 +91,10 @@ def main() -> None:
             elif args.fail_status in (401, 403) and not args.fail_when:
                 self.reply(args.fail_status, {"error": {"message": "bad key", "code": args.fail_status}})
             elif self.path.rstrip("/") == "/v1/models":
-                self.reply(200, {"object": "list", "data": [{"id": "stub", "object": "model"}]})
+                model = {"id": "stub", "object": "model"}
+                if args.context_limit and args.context_style == "vllm":
+                    model["max_model_len"] = args.context_limit
+                self.reply(200, {"object": "list", "data": [model]})
             else:
                 self.reply(404, {"error": "not found"})
 
@@ -116,11 +130,9 @@ def main() -> None:
                 msg = f"stub refuses this request (status {args.fail_status})"
                 self.reply(args.fail_status, {"error": {"message": msg, "type": "StubError", "code": args.fail_status}})
                 return
-            if args.context_limit and len(prompt) > args.context_limit:
-                msg = (
-                    f"This model's maximum context length is {args.context_limit} tokens. However, you requested more."
-                )
-                self.reply(400, {"error": {"message": msg, "type": "BadRequestError", "code": 400}})
+            refused = context_refusal(len(prompt), body.get("max_tokens"))
+            if refused:
+                self.reply(400, {"error": {"message": refused, "type": "BadRequestError", "code": 400}})
                 return
             time.sleep(args.delay)
             numbers = re.findall(r"\d+", prompt)
@@ -144,6 +156,8 @@ def main() -> None:
             usage = {"prompt_tokens": len(prompt), "completion_tokens": 3, "total_tokens": len(prompt) + 3}
             choice = {"index": 0, "finish_reason": "stop"}
             choice |= {"message": {"role": "assistant", "content": text}} if chat else {"text": text}
+            if args.think:
+                thinking(text, body, chat, usage, choice)
             if body.get("logprobs"):  # three tokens of log-probability -(1 + seed) / 10 each
                 value = -(1 + (body.get("seed") or 0)) / 10
                 tokens = [{"token": "t", "logprob": value, "bytes": [116], "top_logprobs": []}] * 3
@@ -155,6 +169,49 @@ def main() -> None:
                 200,
                 {"id": "x", "object": obj, "created": 0, "model": body["model"], "choices": [choice], "usage": usage},
             )
+
+    def context_refusal(prompt: int, asked: int | None) -> str | None:
+        """The 400 message a server with a window of --context_limit tokens gives this request, or None."""
+        window = args.context_limit
+        if not window:
+            return None
+        if prompt > window:
+            return (
+                f"This model's maximum context length is {window} tokens. However, your prompt contains {prompt} "
+                "input tokens, which exceeds this limit even without any output tokens. Please reduce the length "
+                "of the input prompt."
+            )
+        if asked is None or prompt + asked <= window or args.context_style == "vllm":
+            return None
+        if args.context_style == "vllm_old":
+            return (
+                f"This model's maximum context length is {window} tokens. However, you requested {prompt + asked} "
+                f"tokens ({prompt} in the messages, {asked} in the completion). Please reduce the length of the "
+                "messages or completion."
+            )
+        return (
+            f"Requested token count exceeds the model's maximum context length of {window} tokens. You requested a "
+            f"total of {prompt + asked} tokens: {prompt} tokens from the input messages and {asked} tokens for the "
+            "completion. Please reduce the number of tokens in the input messages or the completion to fit within "
+            "the limit."
+        )
+
+    def thinking(answer: str, body: dict, chat: bool, usage: dict, choice: dict) -> None:
+        """--think: the choice and usage of a reasoning model's answer, cut at max_tokens characters."""
+        wrong = re.sub(r"\d+", lambda m: str(int(m[0]) + 1), answer)  # a boxed guess the trace drops
+        text = f"<think>Maybe {wrong}? No, recount.</think>\n{answer}"
+        asked = body.get("max_tokens")
+        if asked is not None and len(text) > asked:
+            text, choice["finish_reason"] = text[:asked], "length"
+        usage |= {"completion_tokens": len(text), "total_tokens": usage["prompt_tokens"] + len(text)}
+        if not chat:
+            choice["text"] = text
+        elif not args.reasoning_parser:
+            choice["message"]["content"] = text
+        else:
+            trace, ended, content = text.removeprefix("<think>").partition("</think>")
+            choice["message"] = {"role": "assistant", "reasoning": trace, "content": content if ended else None}
+            usage["completion_tokens_details"] = {"reasoning_tokens": len("<think>" + trace + ended)}
 
     def genselect_answer(prompt: str) -> str:
         """The solution with the largest boxed number ("Judgment: 1" then "Judgment: <it>": the last counts); a

@@ -183,16 +183,51 @@ def test_server_dying_mid_run_keeps_finished_samples(stub, tmp_path):
     assert len(healthy.requests()) == 13 and [r["id"] for r in rows(out)] == list(range(20))
 
 
-def test_context_length_error_is_recorded_and_the_rest_goes_on(stub, tmp_path):
-    server = stub("--context_limit", "60")
+@pytest.mark.parametrize("style", ["vllm", "vllm_old", "sglang"])
+def test_a_budget_over_the_window_is_clamped_and_counted_and_a_prompt_over_it_is_an_error(stub, tmp_path, style):
+    """A 60-token window (the stub's tokens are the prompt's characters): a prompt of 7 with max_tokens 50 fits; a
+    prompt of 30 does not, and is fitted to 30 tokens, by the server itself (vLLM 0.11+, which says max_model_len on
+    /v1/models) or by kit asking once more after the 400 of vLLM 0.6-0.9 or SGLang; a prompt of 201 alone overruns
+    the window: an error sample, not a failed job, and the rerun asks nothing again. With tokens_to_generate=null no
+    max_tokens is sent at all."""
+    server = stub("--context_limit", "60", "--context_style", style)
     inp, out = tmp_path / "in.jsonl", tmp_path / "output.jsonl"
-    inp.write_text(json.dumps({"problem": "short 1"}) + "\n" + json.dumps({"problem": "long " * 40 + "2"}) + "\n")
-    res = generate(*base(server, inp, out))
+    problems = ["short 1", "medium " + "x" * 21 + " 2", "long " * 40 + "3"]
+    inp.write_text("".join(json.dumps({"problem": p}) + "\n" for p in problems))
+    res = generate(*base(server, inp, out, "++inference.tokens_to_generate=50", "++max_concurrent_requests=1"))
     assert res.returncode == 0, res.stderr
-    short, long = rows(out)
-    assert short["generation"] == "\\boxed{1}" and "error" not in short
-    assert long["generation"] == "" and long["error"].startswith("context length exceeded: HTTP 400: This model's")
+    short, medium, long = rows(out)
+    assert short["generation"] == "\\boxed{1}" and "clamped_max_tokens" not in short and "error" not in short
+    assert medium["generation"] == "\\boxed{2}" and medium["clamped_max_tokens"] == 30 and "error" not in medium
+    assert long["generation"] == "" and "clamped_max_tokens" not in long
+    assert long["error"].startswith("context length exceeded: HTTP 400: This model's maximum context length is 60")
+    asked = [(r["prompt"][-1], r["body"]["max_tokens"]) for r in server.requests()]
+    again = [("2", 30)] if style != "vllm" else []  # kit asks with what fits; vLLM fitted it itself
+    assert asked == [("1", 50), ("2", 50), *again, ("3", 50)]
     assert Path(f"{out}.done").exists()  # not a failure: the same model refuses that prompt again
+    assert generate(*base(server, inp, out, "++inference.tokens_to_generate=50")).returncode == 0
+    assert len(server.requests()) == len(asked)
+
+    whatever = tmp_path / "whatever.jsonl"
+    res = generate(*base(server, inp, whatever, "++inference.tokens_to_generate=null"))
+    assert res.returncode == 0, res.stderr
+    assert all("max_tokens" not in r["body"] for r in server.requests()[len(asked) :])
+    assert [("clamped_max_tokens" in r, "error" in r) for r in rows(whatever)] == [
+        (False, False),
+        (False, False),
+        (False, True),
+    ]
+
+
+def test_whatever_fits_is_refused_for_transformers_serve(stub, tmp_path):
+    """transformers serve stops a request without max_tokens at the model's max_new_tokens (20 by default)."""
+    server = stub()
+    inp, out = problems(tmp_path, 2), tmp_path / "out.jsonl"
+    budget = ["++server.server_type=transformers", "++inference.tokens_to_generate=null"]
+    res = generate(*base(server, inp, out, *budget))
+    assert res.returncode == 2 and not server.requests(), res.stderr
+    assert res.stderr.count("\n") == 1 and "++inference.tokens_to_generate=null" in res.stderr
+    assert "give a number" in res.stderr and "Traceback" not in res.stderr
 
 
 @pytest.mark.parametrize(

@@ -106,13 +106,14 @@ def test_sft_filters_counted_exactly_and_decontamination_report(capsys, tmp_path
         "source",
         "read",
         "correct",
+        "unfinished",
         "duplicate",
         "too_long",
         "contaminated",
         "kept",
         "weight",
     ]
-    assert summary_row(stdout, str(src)) == ["8", "6", "1", "1", "1", "3", "1"]
+    assert summary_row(stdout, str(src)) == ["8", "6", "0", "1", "1", "1", "3", "1"]
     records = read_jsonl(out)
     assert sorted(r["id"] for r in records) == ["s1", "s5", "s6"]
     assert all(set(r) == {"problem", "generation", "expected_answer", "id", "source"} for r in records)
@@ -134,6 +135,30 @@ def test_sft_filters_counted_exactly_and_decontamination_report(capsys, tmp_path
     assert "1 problems dropped" in stdout
 
 
+def test_a_split_reasoning_trace_is_kept_or_dropped_and_an_unfinished_one_left_out(capsys, tmp_path: Path):
+    """Samples that `kit generate ++parse_reasoning=True` split: --reasoning=keep (the default) trains on <think>,
+    the trace, the end string and the answer; drop on the answer alone; a trace that never reached its end (no
+    answer: graded incorrect) is left out even with --keep_incorrect, and counted."""
+    thought = {"reasoning_content": "2+2 is 4.", "finished_reasoning": True}
+    cut = {"reasoning_content": "2+2 is", "finished_reasoning": False}
+    src = tmp_path / "run"
+    write_jsonl(
+        src / "output.jsonl",
+        [rec("r1", "What is 2+2?", "\n\\boxed{4}", True, "4") | thought, rec("r2", "What is 1+1?", "", False) | cut],
+    )
+    outputs = {}
+    for mode in ("keep", "drop"):
+        out = tmp_path / f"{mode}.jsonl"
+        args = [f"--input_dir={src}", f"--output_file={out}", "--no_decontaminate", "--keep_incorrect"]
+        code, stdout, stderr = kit(capsys, "prepare_sft_data", *args, f"--reasoning={mode}")
+        assert code == 0, stderr
+        assert summary_row(stdout, str(src))[:3] == ["2", "2", "1"]  # read, correct (kept incorrect), unfinished
+        outputs[mode] = [r["generation"] for r in read_jsonl(out)]
+    assert outputs == {"keep": ["<think>2+2 is 4.</think>\n\\boxed{4}"], "drop": ["\n\\boxed{4}"]}
+    code, _, stderr = kit(capsys, "prepare_sft_data", f"--input_dir={src}", f"--output_file={out}", "--reasoning=no")
+    assert code == 2 and "--reasoning=no: use one of keep, drop." in stderr
+
+
 def test_keep_incorrect_no_dedupe_no_decontaminate(capsys, tmp_path: Path):
     src = results_folder(tmp_path / "run")
     out = tmp_path / "sft.jsonl"
@@ -147,7 +172,7 @@ def test_keep_incorrect_no_dedupe_no_decontaminate(capsys, tmp_path: Path):
         "--no_decontaminate",
     )
     assert code == 0, stderr
-    assert summary_row(stdout, str(src)) == ["8", "8", "0", "0", "0", "8", "1"]
+    assert summary_row(stdout, str(src)) == ["8", "8", "0", "0", "0", "0", "8", "1"]
     assert len(read_jsonl(out)) == 8
     assert not Path(f"{out}.decontamination.json").exists()
     # with --keep_incorrect nothing needs a grade: the ungraded file is left as it was
@@ -168,7 +193,7 @@ def test_length_cap_counts_the_longer_ones(capsys, tmp_path: Path):
         "--no_decontaminate",
     )
     assert code == 0
-    assert summary_row(stdout, str(src)) == ["4", "4", "0", "2", "0", "2", "1"]
+    assert summary_row(stdout, str(src)) == ["4", "4", "0", "0", "2", "0", "2", "1"]
     assert sorted(r["id"] for r in read_jsonl(out)) == ["p0", "p1"]
 
 

@@ -112,6 +112,28 @@ def test_the_reward_extracts_as_set_and_refuses_an_unknown_mode(tmp_path):
         check_config(cfg)
 
 
+def test_with_parse_reasoning_the_reward_grades_the_answer_part_as_eval_does(tmp_path):
+    """++reward.parse_reasoning=True: only what follows the last </think> counts (a trace cut before it has no
+    answer, whatever it boxed while thinking), the same verdict `kit grade` gives the `generation` that
+    `kit eval ++parse_reasoning=True` records (inference/reasoning.py)."""
+    from pipeline_kit.inference.reasoning import split_reasoning
+
+    cases = [
+        (r"<think>Maybe \boxed{4}. Check: 2+2=5.</think> \boxed{5}", "5", True, True),
+        (r"<think>It is \boxed{4}, I am sure", "4", False, False),  # cut off: the trace's box does not count
+        (r"<think>First \boxed{5}.</think> So \boxed{4}", "4", True, True),
+        (r"\boxed{4}", "4", False, False),  # no trace end at all: no answer part
+    ]
+    cfg = RewardConfig(workers=0, parse_reasoning=True)
+    texts, expected = [c for c, *_ in cases], [e for _, e, *_ in cases]
+    rewards, _ = grpo_call(GraderReward(cfg), texts, expected)
+    assert rewards == [expected_reward(ok, boxed) for *_, ok, boxed in cases]
+    answers = [split_reasoning(t, "</think>").answer for t in texts]
+    assert grade_with_kit(tmp_path, answers, expected) == [ok for *_, ok, _ in cases]
+    without = grpo_call(GraderReward(CFG), texts, expected)[0]
+    assert without[1] == expected_reward(True, True)  # the whole text: the cut trace's guess would be rewarded
+
+
 def test_conversational_completions_are_graded_like_text():
     """With a chat dataset TRL hands over each completion as a list of messages: the assistant's content is graded."""
     texts = [c for c, *_ in KNOWN]

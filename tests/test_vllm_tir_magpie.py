@@ -244,3 +244,32 @@ def test_request_options_reach_vllm_and_it_applies_them(kit, shared_vllm, tmp_pa
     assert [r["id"] for r in stopped] == [r["id"] for r in control] == [0, 1, 2, 3]
     assert not any("boxed" in r["generation"] for r in stopped), stopped
     assert sum("boxed" in r["generation"] for r in control) >= 3, control  # the tiny model boxes ~all its answers
+
+
+def test_a_budget_over_vllms_window_is_clamped_and_counted_and_a_prompt_over_it_is_an_error(kit, shared_vllm, tmp_path):
+    """The real vLLM, --max-model-len 512, asked for 500 tokens: a short prompt plus 500 overruns the window, and
+    the sample records the max_tokens it was fitted to (512 - its prompt's tokens as vLLM counted them, whether vLLM
+    cut it itself or kit asked again after a 400); a 600-word prompt alone overruns it: an error sample, the job
+    succeeds. `kit status --verbose` counts the clamped requests."""
+    cluster, model, server = shared_vllm
+    problems = addition_problems(tmp_path / "in.jsonl", 2)
+    with problems.open("a") as f:
+        f.write(json.dumps({"id": 2, "problem": "add " * 600 + "1 and 2", "expected_answer": "3"}) + "\n")
+    proxy = LoggingProxy(server.url.removesuffix("/v1"))
+    try:
+        res = kit("generate", *cluster, *model, f"--server_address={proxy.url}", "--expname=window",
+                  f"--input_file={problems}", f"--output_dir={tmp_path / 'out'}", "++inference.tokens_to_generate=500",
+                  "++prompt_config=generic/math", "++max_concurrent_requests=1", timeout=300)  # fmt: skip
+        assert res.returncode == 0, res.stdout + res.stderr
+    finally:
+        proxy.stop()
+    short, _, long = rows(tmp_path / "out" / "output.jsonl")
+    answered = [b for b in proxy.bodies if "usage" in b["answer"]]
+    prompt_tokens = answered[0]["answer"]["usage"]["prompt_tokens"]
+    assert short["clamped_max_tokens"] == 512 - prompt_tokens and "error" not in short, short
+    assert short["num_generated_tokens"] <= 512 - prompt_tokens
+    assert long["generation"] == "" and "clamped_max_tokens" not in long
+    assert long["error"].startswith("context length exceeded: HTTP 400: "), long
+    assert "maximum context length is 512 tokens" in long["error"], long
+    status = kit("status", "--verbose", "window", *cluster).stdout
+    assert ", 2 max_tokens clamped to the context window" in status, status

@@ -48,6 +48,7 @@ def figure_lines(figures) -> list[str]:
     lines += [
         f"    {u.label}: {u.samples} samples, {u.tokens} tokens, {u.seconds:.1f} s, {_rate(u.samples, u.seconds)} "
         f"samples/s, {_rate(u.tokens, u.seconds)} tokens/s, {u.retries} retries"
+        + (f", {u.clamped} max_tokens clamped to the context window" if u.clamped else "")
         for u in figures.units
     ]
     if figures.nothing_to_do:

@@ -13,6 +13,10 @@ Opt = typer.Option
 DECONTAMINATE_HELP = "Benchmarks to decontaminate against: NAME,NAME or 'all' (default: all prepared ones)."
 NO_DECONTAMINATE_HELP = "Skip decontamination (no report is written)."
 NGRAM_HELP = "Word n-gram length of decontamination (a shorter problem is compared whole)."
+REASONING_HELP = (
+    "keep|drop: a sample whose thinking was split from its answer (reasoning_content) trains on <think>, the trace, "
+    "the end string and the answer (keep), or on the answer alone (drop)."
+)
 DATA_DIR_HELP = "Where the benchmarks were prepared (`kit prepare_data --data_dir`; default: the registry folder)."
 
 
@@ -39,6 +43,10 @@ def register(app: typer.Typer) -> None:
         ngram: Annotated[int, Opt("--ngram", help=NGRAM_HELP)] = 13,
         data_dir: Annotated[str | None, Opt("--data_dir", help=DATA_DIR_HELP)] = None,
         seed: Annotated[int, Opt("--seed", help="Seed of the weighted sampling and the final shuffle.")] = 0,
+        reasoning: Annotated[str, Opt("--reasoning", help=REASONING_HELP)] = "keep",
+        end_reasoning_string: Annotated[
+            str, Opt("--end_reasoning_string", help="What closes a kept trace (as ++end_reasoning_string).")
+        ] = "</think>",
     ) -> None:
         from pipeline_kit.training.data import prepare_sft
 
@@ -55,6 +63,8 @@ def register(app: typer.Typer) -> None:
                 ngram=ngram,
                 data_dir=data_dir,
                 seed=seed,
+                reasoning=reasoning,
+                end_reasoning_string=end_reasoning_string,
             )
         )
 

@@ -26,6 +26,7 @@ from pipeline_kit.errors import UserError
 from pipeline_kit.evaluation.judge import verdict as judge_verdict
 from pipeline_kit.evaluation.judge import verdicts_for
 from pipeline_kit.evaluation.metrics import Run
+from pipeline_kit.evaluation.reasoning_stats import ReasoningTally
 from pipeline_kit.evaluation.selection_modes import EXTRA_FIELDS
 from pipeline_kit.grading.grade import task_of
 from pipeline_kit.grading.grader_pool import grade_tasks
@@ -50,6 +51,7 @@ AUDIT_CLASSES = {
     "extraction_failed": "extraction failed (no predicted_answer)",
     "grading_timed_out": "grading timed out",
     "judge_disagrees": "grader and judge disagree",
+    "max_tokens_clamped": "max_tokens clamped to the context window (clamped_max_tokens)",
 }
 GRADE, REGRADE = "grade in place", "regrade in memory"  # what _read returns for a file that needs kit's grader
 
@@ -68,6 +70,7 @@ class ReadFile:
     audit: dict[str, list] = field(default_factory=dict)  # audit class -> names of its samples (id, else "line N")
     missing: dict[str, list] = field(default_factory=dict)  # needed field -> [records without it, first line]
     extract_modes: dict[str, int] = field(default_factory=dict)  # answer extraction of kit's verdicts -> records
+    reasoning: ReasoningTally = field(default_factory=ReasoningTally)  # split samples' thinking and answer tokens
 
 
 def _kit_graded(rec: dict) -> bool:
@@ -92,6 +95,7 @@ def _read(path: Path, regrade: bool = False, regraded: dict | None = None, extra
     audit: dict[str, list] = {key: [] for key in AUDIT_CLASSES}
     missing: dict[str, list] = {}
     extras: dict[str, list] = {}  # EXTRA_FIELDS present in the file: one value per record (None where missing)
+    thinking = ReasoningTally()
     loads = json.loads
     verdicts = verdicts_for(path)  # eval's judge stage writes its verdicts beside the file
     with open(path, encoding="utf-8") as f:
@@ -191,6 +195,9 @@ def _read(path: Path, regrade: bool = False, regraded: dict | None = None, extra
             symbolic.append(correct)
             if rec.get("error"):  # optional: only a sample whose request failed has one
                 audit["generation_error"].append(name)
+            thinking.add(rec)
+            if rec.get("clamped_max_tokens") is not None:  # optional: only a request fitted to the window has one
+                audit["max_tokens_clamped"].append(name)
             if answer is None:
                 audit["extraction_failed"].append(name)
             if timed_out:
@@ -211,7 +218,7 @@ def _read(path: Path, regrade: bool = False, regraded: dict | None = None, extra
         columns["any_correct"] = [s or j for s, j in zip(symbolic, judge, strict=True)]
     run = Run(name=path.name, correct=columns, answers=answers, tokens=tokens, seconds=seconds, extras=extras)
     sources = {source: count for source, count in counts.items() if count}
-    return ReadFile(path, ids, problems, run, bool(has_judge), sources, audit, missing, modes)
+    return ReadFile(path, ids, problems, run, bool(has_judge), sources, audit, missing, modes, thinking)
 
 
 def _note(missing: dict[str, list], name: str, lineno: int) -> None:
@@ -347,6 +354,18 @@ def error_note(files: list[ReadFile]) -> str | None:
     return (
         f"{count} sample{' has' if count == 1 else 's have'} an error instead of a generation (counted as no answer); "
         "--audit names them, and rerunning the generation requests refused ones again"
+    )
+
+
+def clamped_note(files: list[ReadFile]) -> str | None:
+    """A note when requests were fitted to the server's context window (their prompt plus tokens_to_generate did
+    not fit), so that samples cut short by the window are not taken for the budget's."""
+    count = sum(len(f.audit["max_tokens_clamped"]) for f in files)
+    if not count:
+        return None
+    return (
+        f"{count} sample{' was' if count == 1 else 's were'} generated with max_tokens clamped to what the context "
+        "window left the prompt (clamped_max_tokens); --audit names them"
     )
 
 

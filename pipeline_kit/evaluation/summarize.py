@@ -23,12 +23,14 @@ from pipeline_kit.evaluation.metrics import greedy_metrics, sampled_metrics
 from pipeline_kit.evaluation.output_files import (
     AUDIT_CLASSES,
     ReadFile,
+    clamped_note,
     error_note,
     extraction_of,
     graded_by,
     match,
     read_all,
 )
+from pipeline_kit.evaluation.reasoning_stats import ReasoningTally
 from pipeline_kit.evaluation.selection_modes import genselect_metrics, selection_metrics
 
 METRICS_FILE = "metrics.json"
@@ -295,6 +297,11 @@ def summarize(
         notes = [f"graded by: {graded_by(files)}" + (f"; answers extracted: {mode}" if mode else "")]
         notes += [f"seeds matched by: {matched_by}"] if matched_by else []
         notes += [note] if (note := error_note(files)) and not audit else []
+        notes += [note] if (note := clamped_note(files)) and not audit else []
+        thinking = ReasoningTally.total([f.reasoning for f in files])
+        notes += [note] if (note := thinking.note()) else []
+        if thinking.samples:
+            metrics["reasoning"] = thinking.metrics()
         parts.append(format_table(bench.name, metrics, columns, len(bench.seeds), notes))
         if audit:
             parts.append(format_audit(bench.name, files))

@@ -17,6 +17,8 @@ from pipeline_kit.errors import UserError
 from pipeline_kit.inference import request_options, retry
 from pipeline_kit.inference.chat_template import ChatTemplate
 from pipeline_kit.inference.config import GenerateConfig
+from pipeline_kit.inference.context_window import fitted, parse_refusal, served_window
+from pipeline_kit.inference.reasoning import Reasoning
 from pipeline_kit.inference.refusals import is_transient, refusal, server_message
 from pipeline_kit.server_wait import ServerError, log_tail
 
@@ -30,6 +32,13 @@ class Completion:
     failed: bool = False  # the server refused the request (not over the context length): a rerun asks again
     finish_reason: str | None = None  # "stop" (end of sequence or a stop phrase) or "length"
     extra: dict = field(default_factory=dict)  # more per-sample fields (code rounds of a TIR sample)
+    # the max_tokens the request was fitted to when the prompt plus tokens_to_generate overran the context window
+    # (kit asked again with what fits, or the server cut it itself): the sample's `clamped_max_tokens`
+    clamped_to: int | None = None
+    # the thinking that a server's reasoning parser (or LiteLLM, for a chat answer that opens with <think>) returned
+    # apart from `text`, with its tokens when the server counted them (reasoning.py)
+    reasoning: Reasoning | None = None
+    reasoning_tokens: int | None = None
 
     def sample_fields(self) -> dict:
         """What a sample records of its completion besides the text: tokens, time, the extra fields, the error."""
@@ -38,7 +47,52 @@ class Completion:
             "generation_time": round(self.generation_time, 4),
             **self.extra,
         }
+        fields |= {"clamped_max_tokens": self.clamped_to} if self.clamped_to is not None else {}
         return {**fields, "error": self.error} if self.error else fields
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One answered request: its text, tokens generated, finish reason, token log-probabilities (None: not asked)
+    and the prompt's tokens as the server counted them (None: it did not say)."""
+
+    text: str
+    tokens: int
+    finish: str | None
+    logprobs: list[float] | None
+    prompt_tokens: int | None
+    reasoning: Reasoning | None = None
+    reasoning_tokens: int | None = None
+
+
+def _answer(resp, text: str, chat: bool) -> Answer:
+    usage = getattr(resp, "usage", None)
+    tokens = int(getattr(usage, "completion_tokens", 0) or 0)
+    prompt = getattr(usage, "prompt_tokens", None)
+    choice = resp.choices[0]
+    reasoning, reasoning_tokens = _server_reasoning(choice.message, usage) if chat else (None, None)
+    return Answer(
+        text,
+        tokens,
+        choice.finish_reason,
+        token_logprobs(choice, chat=chat),
+        prompt if isinstance(prompt, int) else None,
+        reasoning,
+        reasoning_tokens,
+    )
+
+
+def _server_reasoning(message, usage) -> tuple[Reasoning | None, int | None]:
+    """The thinking a chat answer carries apart from its content (`reasoning_content`, which LiteLLM also fills from
+    vLLM's newer `reasoning` field, and from a content that opens with <think>...</think>), and its tokens as the
+    server counted them; (None, None) when it carries none. A trace with no content after it never finished."""
+    trace = getattr(message, "reasoning_content", None)
+    if not isinstance(trace, str):
+        return None, None
+    content = message.content
+    details = getattr(usage, "completion_tokens_details", None)
+    tokens = getattr(details, "reasoning_tokens", None)
+    return Reasoning(trace, content or "", content is not None), tokens if isinstance(tokens, int) else None
 
 
 def _field(obj, name: str):
@@ -154,6 +208,8 @@ class GenerationClient:
             self.template = ChatTemplate(cfg.server.chat_template or cfg.server.model, arguments)
         self.params = self._params()  # the same for every request of this run
         self.retries = 0  # requests tried again (retry.py), counted in the job's figures
+        self.clamped = 0  # requests whose max_tokens was fitted to the context window, counted there too
+        self._window = None  # the server's context window (/v1/models), asked once: a task of its answer
         self.transient = (
             litellm.APIConnectionError,
             litellm.Timeout,
@@ -228,16 +284,11 @@ class GenerationClient:
             text = resp.choices[0].message.content or ""
         else:
             return await self._text(self.template.render(messages) + prefix, params)
-        usage = getattr(resp, "usage", None)
-        tokens = int(getattr(usage, "completion_tokens", 0) or 0)
-        return text, tokens, resp.choices[0].finish_reason, token_logprobs(resp.choices[0], chat=True)
+        return _answer(resp, text, chat=True)
 
     async def _text(self, prompt: str, params: dict) -> tuple:
         resp = await self.litellm.atext_completion(prompt=prompt, **params)
-        usage = getattr(resp, "usage", None)
-        text = resp.choices[0].text or ""
-        tokens = int(getattr(usage, "completion_tokens", 0) or 0)
-        return text, tokens, resp.choices[0].finish_reason, token_logprobs(resp.choices[0], chat=False)
+        return _answer(resp, resp.choices[0].text or "", chat=False)
 
     async def generate(
         self, messages: list[dict], prefix: str = "", stop: list[str] | None = None, max_tokens: int | None = None
@@ -245,36 +296,60 @@ class GenerationClient:
         """One completion; `stop` and `max_tokens` replace the configured ones for this request."""
         overrides = {"stop": stop} if stop is not None else {}
         overrides |= {"max_tokens": max_tokens} if max_tokens is not None else {}
-        return await self._retried(lambda: self._request(messages, prefix, overrides))
+        asked = overrides.get("max_tokens", self.params["max_tokens"])
+        return await self._retried(lambda fit: self._request(messages, prefix, {**overrides, **fit}), asked)
 
     async def complete_text(self, prompt: str, stop: list[str], seed: int) -> Completion:
         """A text completion of `prompt` as it is (no chat template), e.g. Magpie's pre-query prefix, with this
         request's own stop phrases (added to the configured ones) and seed."""
         params = {**self.params, "stop": [*self.cfg.inference.stop_phrases, *stop], "seed": seed}
-        return await self._retried(lambda: self._text(prompt, params))
+        return await self._retried(lambda fit: self._text(prompt, {**params, **fit}), params["max_tokens"])
 
-    async def _retried(self, request) -> Completion:
-        """`request()` (a coroutine of text, tokens, finish reason), retried on transient errors (retry.py: 408, 429,
-        5xx with backoff; a server no connection reaches stops the job after ++server.gone_after seconds); a refusal
-        of this request (context length, another 4xx: then `failed`) is the sample's `error`; one that every request
-        would get (401, 403, 404) is a UserError. Every retry counts in `self.retries` (the job's figures)."""
+    async def _retried(self, request, asked: int | None) -> Completion:
+        """`request(fit)` (a coroutine of an Answer; `fit` replaces fields of the request), retried on transient
+        errors (retry.py: 408, 429, 5xx with backoff; a server no connection reaches stops the job after
+        ++server.gone_after seconds); a refusal of this request (another 4xx: then `failed`) is the sample's `error`;
+        one that every request would get (401, 403, 404) is a UserError. Every retry counts in `self.retries` (the
+        job's figures). `asked`: the request's max_tokens (None: whatever fits). When the prompt plus `asked` overruns
+        the context window, the request is asked once more with what fits (or the server cut it itself): counted in
+        `self.clamped`; a prompt that alone fills the window is the sample's error, as it would be again."""
         start = time.monotonic()
         server = self.cfg.server
         reach = retry.reach(server.base_url)
-        for attempt in range(self.cfg.max_retries + 1):
+        fit: dict = {}  # {"max_tokens": what fits} after a context-length refusal
+        attempt = 0
+        while True:
             try:
-                text, tokens, finish, logprobs = await request()
+                answer = await request(fit)
                 reach.answered()
+                clamped_to = await self._clamped_to(asked, fit, answer)
+                self.clamped += clamped_to is not None
+                logprobs = answer.logprobs
                 extra = (
                     {} if logprobs is None else {"mean_logprob": sum(logprobs) / len(logprobs) if logprobs else None}
                 )
-                return Completion(text, tokens, time.monotonic() - start, finish_reason=finish, extra=extra)
-            except self.litellm.ContextWindowExceededError as e:
-                reach.answered()
-                error = f"context length exceeded: HTTP {e.status_code}: {server_message(str(e))}"
-                return Completion("", 0, time.monotonic() - start, error=error)
+                took = time.monotonic() - start
+                return Completion(
+                    answer.text,
+                    answer.tokens,
+                    took,
+                    finish_reason=answer.finish,
+                    extra=extra,
+                    clamped_to=clamped_to,
+                    reasoning=answer.reasoning,
+                    reasoning_tokens=answer.reasoning_tokens,
+                )
             except Exception as e:  # LiteLLM's HTTP errors share no base class (some are openai's): go by status
                 status = getattr(e, "status_code", None)
+                context = parse_refusal(str(e)) if status == 400 else None
+                if isinstance(e, self.litellm.ContextWindowExceededError) or context is not None:
+                    reach.answered()
+                    refit = None if fit else fitted(context, asked)
+                    if refit is not None:
+                        fit = refit
+                        continue  # not a retry: the same request, with what fits
+                    error = f"context length exceeded: HTTP {status}: {server_message(str(e))}"
+                    return Completion("", 0, time.monotonic() - start, error=error)
                 if not isinstance(e, self.transient) and not (isinstance(status, int) and is_transient(status)):
                     if not isinstance(status, int) or not 400 <= status < 500:
                         raise
@@ -300,4 +375,22 @@ class GenerationClient:
                     ) from None
             self.retries += 1
             await asyncio.sleep(retry.backoff(attempt, self.cfg.retry_delay))
-        raise AssertionError("unreachable")
+            attempt += 1
+
+    async def _clamped_to(self, asked: int | None, fit: dict, answer: Answer) -> int | None:
+        """The max_tokens an answered request was fitted to, or None when it got all it asked: what kit asked again
+        with, else (a server that cuts the budget itself, as vLLM 0.11+ does) what the window left the prompt."""
+        if fit:
+            if fit["max_tokens"] is not None:
+                return fit["max_tokens"]
+        elif asked is None or answer.prompt_tokens is None:
+            return None
+        if self._window is None:
+            self._window = asyncio.ensure_future(
+                asyncio.to_thread(served_window, self.cfg.server.base_url, self.cfg.server.model, self.api_key)
+            )
+        window = await self._window
+        if window is None or answer.prompt_tokens is None:
+            return answer.tokens if fit else None
+        room = window - answer.prompt_tokens
+        return room if fit or room < asked else None

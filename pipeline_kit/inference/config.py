@@ -8,6 +8,7 @@ from typing import Any
 
 from pipeline_kit.errors import UserError
 from pipeline_kit.inference.registry import DEFAULT_GENERATION_TYPE, task_class
+from pipeline_kit.inference.request_options import budget_refusal
 from pipeline_kit.overrides import MISSING, check_overrides, parse_overrides, take_override
 
 REASONING_EFFORTS = ("low", "medium", "high")
@@ -43,7 +44,9 @@ class InferenceConfig:
     min_p: float = 0.0  # off unless > 0
     repetition_penalty: float = 1.0  # off at 1.0
     reasoning_effort: str | None = None  # low | medium | high: gpt-oss-style models (request_options.py)
-    tokens_to_generate: int = 2048
+    # max_tokens of each request; one whose prompt leaves less room in the server's context window is fitted to
+    # what fits and counted (context_window.py); null: whatever fits (no max_tokens sent)
+    tokens_to_generate: int | None = 2048
     random_seed: int | None = None  # set per output file by kit generate (output-rs{seed}.jsonl)
     stop_phrases: list[str] = field(default_factory=list)
     logprobs: bool = False  # ask for the tokens' log-probabilities; each sample gets `mean_logprob` (weighted votes)
@@ -73,6 +76,11 @@ class GenerateConfig:
     # server's chat endpoint passes them, or kit's own rendering on the text endpoint
     chat_template_kwargs: dict[str, Any] = field(default_factory=dict)
     max_samples: int = -1  # only the first N records of the input (before it is cut into chunks); -1: all
+    # a reasoning model's thinking apart from its answer (reasoning.py): `generation` is the text after the last
+    # end_reasoning_string, `reasoning_content` the text before; a trace that never reached it has no answer. A
+    # server's reasoning parser (vLLM --reasoning-parser) splits it by itself, with or without this.
+    parse_reasoning: bool = False
+    end_reasoning_string: str = "</think>"
     max_concurrent_requests: int = 512
     # transient errors (408, 429, 5xx, timeouts) are retried with exponential backoff from retry_delay, capped at
     # 10 s (inference/retry.py): 8 retries wait 45-68 s in all
@@ -105,6 +113,9 @@ def parse_generate_config(args: list[str] | tuple[str, ...]) -> GenerateConfig:
     """The generation script's config from its `++key=value` arguments, with the inputs its generation type needs."""
     cfg = parse_overrides(args, GenerateConfig, "generation")
     check_values(cfg.max_samples, cfg.inference.reasoning_effort)
+    refused = budget_refusal(cfg.server.server_type, cfg.inference.tokens_to_generate)
+    if refused:
+        raise UserError(refused)
     task_class(cfg.generation_type).check_inputs(cfg)
     return cfg
 

@@ -147,6 +147,7 @@ def key_fields(cfg: GenerateConfig, task: type[GenerationTask], input_digest: st
         **{f"inference.{k}": v for k, v in asdict(cfg.inference).items() if _keyed(k, v)},
         **({"chat_template_kwargs": dict(cfg.chat_template_kwargs)} if cfg.chat_template_kwargs else {}),
         **({"max_samples": cfg.max_samples} if cfg.max_samples != -1 else {}),
+        **({"parse_reasoning": True, "end_reasoning_string": cfg.end_reasoning_string} if cfg.parse_reasoning else {}),
         "code_execution": cfg.code_execution,
         # only another field: `generation` is what every run wrote before the key existed (older keys stay valid)
         **({"generation_key": cfg.generation_key} if cfg.generation_key not in (None, "generation") else {}),

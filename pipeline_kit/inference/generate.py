@@ -21,6 +21,7 @@ from pipeline_kit.inference.input_check import check_generation
 from pipeline_kit.inference.job_figures import FiguresRecorder
 from pipeline_kit.inference.job_pool import UnitWork, run_units
 from pipeline_kit.inference.prompts import load_prompt_config, split_prefill
+from pipeline_kit.inference.reasoning import ReasoningSettings
 from pipeline_kit.inference.refusals import RequestsFailed, Tally
 from pipeline_kit.inference.registry import task_class
 from pipeline_kit.inference.tasks import check_input_file, input_file_digest, prompt_fields
@@ -67,6 +68,11 @@ class GenerationModel:
         """Requests of this unit tried again (the job's figures)."""
         return self.client.retries
 
+    @property
+    def clamped(self) -> int:
+        """Requests of this unit whose max_tokens was fitted to the context window (the job's figures)."""
+        return self.client.clamped
+
     async def close(self) -> None:
         await self.client.close()
         if self.code_runner is not None:
@@ -100,13 +106,15 @@ class GenerateTask:
         self.rows = unit_files.read_input(cfg.input_file, cfg.chunk_id, cfg.num_chunks, cfg.max_samples)
         self.key = output_key(cfg, self.rows)
         self.messages = [prompt.messages(record, line_no) for line_no, record in self.rows]  # fail before requests
+        self.reasoning = ReasoningSettings.of(cfg)
 
     async def sample(self, i: int, model) -> dict:
         result = await model.generate(self.messages[i])
-        stats = result.sample_fields()
+        text, thinking = self.reasoning.apply(result)
+        stats = result.sample_fields() | thinking
         if self.key != DEFAULT_KEY:
             stats = {f"{self.key}_{name}": value for name, value in stats.items()}
-        return {**self.rows[i][1], self.key: result.text, **stats}
+        return {**self.rows[i][1], self.key: text, **stats}
 
 
 DEFAULT_KEY = "generation"

@@ -99,12 +99,15 @@ class FiguresRecorder:
             self.startup_s = max(0.0, time.time() - self.job_started_at)
         self._write()
 
-    def unit_done(self, output_file: str, samples: int, tokens: int, seconds: float, retries: int = 0) -> None:
+    def unit_done(
+        self, output_file: str, samples: int, tokens: int, seconds: float, retries: int = 0, clamped: int = 0
+    ) -> None:
         """A unit's final file is written: `samples` requested in this job, their `tokens`, `seconds` from its first
-        request, and its `retries` (requests tried again after a 429, a 5xx, a lost connection)."""
+        request, its `retries` (requests tried again after a 429, a 5xx, a lost connection) and `clamped` (requests
+        whose max_tokens was fitted to the server's context window)."""
         if self.path is None or samples == 0:
             return
-        self.units.append(UnitFigures(unit_label(output_file), samples, tokens, round(seconds, 3), retries))
+        self.units.append(UnitFigures(unit_label(output_file), samples, tokens, round(seconds, 3), retries, clamped))
         if self.ready_at is not None:
             self.generation_s = time.monotonic() - self.ready_at
         self._write()

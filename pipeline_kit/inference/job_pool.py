@@ -175,7 +175,9 @@ async def run_units(works: list[UnitWork], api_key: str | None, done_before: int
         finally:
             unit.progress_file.close()
         retries = getattr(unit.model, "retries", 0)  # a user's generation type may not count them
-        figures.unit_done(cfg.output_file, unit.tally.total, unit.tokens, time.monotonic() - unit.started, retries)
+        clamped = getattr(unit.model, "clamped", 0)
+        seconds = time.monotonic() - unit.started
+        figures.unit_done(cfg.output_file, unit.tally.total, unit.tokens, seconds, retries, clamped)
         line = f"wrote {cfg.output_file}: {count} samples, {unit.tally.failed} failed"
         if unit.tally.failed:
             line += f" (first: {unit.tally.first}); not marked done: a rerun requests the failed samples again"

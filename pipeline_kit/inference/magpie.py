@@ -53,6 +53,10 @@ class MagpieModel:
     def retries(self) -> int:
         return self.client.retries
 
+    @property
+    def clamped(self) -> int:
+        return self.client.clamped
+
     async def close(self) -> None:
         await self.client.close()
 

@@ -33,6 +33,19 @@ def refusal(server_type: str | None, endpoint: str, keys: list[str]) -> str | No
     )
 
 
+def budget_refusal(server_type: str | None, tokens_to_generate: int | None) -> str | None:
+    """Why `server_type` cannot take ++inference.tokens_to_generate=null ("whatever fits"), or None. vLLM and SGLang
+    give a request without max_tokens what the context window leaves its prompt; `transformers serve` stops it at
+    the model's generation_config max_new_tokens, or at 20 tokens when the model's file has none."""
+    if tokens_to_generate is not None or server_type != "transformers":
+        return None
+    return (
+        "++inference.tokens_to_generate=null: server type 'transformers' (transformers serve) has no 'whatever fits' "
+        "(without a max_tokens it stops at the model's generation_config max_new_tokens, else 20 tokens); give a "
+        "number, or use --server_type=vllm."
+    )
+
+
 def body_fields(server_type: str | None, endpoint: str, inference, chat_template_kwargs: dict) -> dict:
     """The fields merged into each request's JSON body for the options that are set (None: a generic OpenAI-
     compatible endpoint). vLLM, SGLang and TensorRT-LLM read top_k, min_p and repetition_penalty as fields of their

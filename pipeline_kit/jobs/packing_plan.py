@@ -167,6 +167,6 @@ def time_limit_s(cluster: ClusterConfig, options: JobOptions) -> float | None:
 def _tokens_to_generate(overrides: tuple[str, ...]) -> int:
     value, _ = take_override(overrides, "inference.tokens_to_generate")
     try:
-        return int(value) if value is not None else DEFAULT_TOKENS
+        return int(value) if value not in (None, "null") else DEFAULT_TOKENS  # null: whatever fits, unknown here
     except ValueError:
         return DEFAULT_TOKENS  # the generation config's own check names it

@@ -33,6 +33,10 @@ class RewardConfig:
     workers: int | None = None  # grader processes (default: the CPUs this job may use, at most 8)
     timeout: float = 10.0  # seconds per answer
     extract_mode: str = DEFAULT_EXTRACT  # kit grade --extract: boxed (kit eval's default) | auto | ...
+    # a reasoning model's completion is graded on what follows its last end_reasoning_string, as `kit eval
+    # ++parse_reasoning=True` grades it; a trace that never reached it has no answer (`incorrect`, no `boxed`)
+    parse_reasoning: bool = False
+    end_reasoning_string: str = "</think>"
 
 
 @dataclass

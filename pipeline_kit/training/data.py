@@ -31,6 +31,7 @@ from pipeline_kit.atomic import write_atomic
 from pipeline_kit.benchmarks import benchmark_names, get_benchmark
 from pipeline_kit.errors import UserError, closest
 from pipeline_kit.grading.grade import grade_files
+from pipeline_kit.inference.reasoning import START
 from pipeline_kit.jsonl import numbered_records
 
 GLOB = "output*.jsonl"
@@ -219,6 +220,7 @@ class Counts:
     source: str
     read: int = 0
     correct: int = 0
+    unfinished: int = 0  # a reasoning trace that never reached its end (no answer)
     duplicate: int = 0
     too_long: int = 0
     contaminated: int = 0
@@ -237,8 +239,14 @@ def prepare_sft(
     ngram: int = DEFAULT_NGRAM,
     data_dir: str | Path | None = None,
     seed: int = 0,
+    reasoning: str = "keep",
+    end_reasoning_string: str = "</think>",
 ) -> str:
-    """Write the SFT file (and its decontamination report); returns the summary to print."""
+    """Write the SFT file (and its decontamination report); returns the summary to print. A record whose thinking
+    was split from its answer (`reasoning_content`) trains on both (`reasoning="keep"`: <think>, the trace, the end
+    string, the answer) or on the answer alone ("drop"); a trace that never reached its end is left out."""
+    if reasoning not in REASONING_CHOICES:
+        raise UserError(f"--reasoning={reasoning}: use one of {', '.join(REASONING_CHOICES)}.")
     if not input_dirs:
         raise UserError("no --input_dir given; name at least one folder of generation outputs.")
     if max_length is not None and max_length < 1:
@@ -261,6 +269,10 @@ def prepare_sft(
                 if not keep_incorrect and not rec["symbolic_correct"]:
                     continue
                 c.correct += 1
+                if rec.get("finished_reasoning") is False:  # optional: only a split sample has it
+                    c.unfinished += 1
+                    continue
+                rec["generation"] = training_text(rec, reasoning, end_reasoning_string)
                 pair = (rec["problem"], rec["generation"])
                 if dedupe and pair in seen:
                     c.duplicate += 1
@@ -289,11 +301,24 @@ def prepare_sft(
         table.append(c)
     rng.shuffle(mixed)
     _write_jsonl(output_file, mixed)
-    lines = [_counts_table(table, ["read", "correct", "duplicate", "too_long", "contaminated", "kept"], wts)]
+    columns = ["read", "correct", "unfinished", "duplicate", "too_long", "contaminated", "kept"]
+    lines = [_counts_table(table, columns, wts)]
     lines.append(f"\nwrote {len(mixed)} records to {output_file}")
     if deco is not None:
         lines.append(_write_report(output_file, deco, list(dropped.values())))
     return "\n".join(lines)
+
+
+REASONING_CHOICES = ("keep", "drop")
+
+
+def training_text(record: dict, reasoning: str, end: str) -> str:
+    """The text an SFT record trains on: the generation, with the thinking before it when it was split off and is
+    kept (as a model that opens its own trace writes it)."""
+    trace = record.get("reasoning_content")  # optional: only a split sample has it
+    if reasoning == "drop" or not isinstance(trace, str):
+        return record["generation"]
+    return f"{START}{trace}{end}{record['generation']}"
 
 
 def _dropped(rid: str, source: str, problem: str, m: Match) -> dict:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pipeline_kit.grading.extraction import final_boxed
 from pipeline_kit.grading.grade import task_of
 from pipeline_kit.grading.grader_pool import grade_tasks
+from pipeline_kit.inference.reasoning import split_reasoning
 from pipeline_kit.training.config import RewardConfig
 
 
@@ -17,7 +18,10 @@ def completion_text(completion) -> str:
 
 
 def score(texts: list[str], expected: list, cfg: RewardConfig) -> tuple[list[float], list[bool], list[bool]]:
-    """(reward, correct, boxed) per completion: `correct` or `incorrect`, plus `boxed` when the answer is boxed."""
+    """(reward, correct, boxed) per completion: `correct` or `incorrect`, plus `boxed` when the answer is boxed;
+    with `parse_reasoning`, of the answer part alone (inference/reasoning.py, as kit eval splits a sample)."""
+    if cfg.parse_reasoning:
+        texts = [split_reasoning(t, cfg.end_reasoning_string).answer for t in texts]
     tasks = [
         task_of({"generation": t, "expected_answer": e}, "completion", cfg.extract_mode)
         for t, e in zip(texts, expected, strict=True)
