@@ -6,7 +6,6 @@ working directory, its stdout and stderr in files, and exits with the script's e
 Protocol (one run at a time, JSON lines): the caller writes {"argv", "cwd", "env", "stdout", "stderr"}; this process
 answers {"pid"} as soon as the child is forked, then {"rc"} when it has ended."""
 
-import gc
 import json
 import os
 import runpy
@@ -29,7 +28,6 @@ def run_child(request: dict) -> None:
             os.close(out)
         sys.argv = ["-m", *request["argv"][1:]]  # run_module puts the module's path first
         sys.path[0] = request["cwd"]  # `python -m` puts the working directory first
-        gc.unfreeze()
         try:
             runpy.run_module("pipeline_kit.inference.generate", run_name="__main__", alter_sys=True)
             code = 0

@@ -36,8 +36,8 @@ def test_a_split_keeps_every_character_and_a_trace_without_its_end_has_no_answer
     assert record_fields(whole, 40, 9) == {
         "reasoning_content": "a</think>b",
         "finished_reasoning": True,
-        "num_reasoning_tokens": 31,
-        "num_answer_tokens": 9,
+        "num_reasoning_tokens": 9,
+        "num_answer_tokens": 31,
     }
 
 

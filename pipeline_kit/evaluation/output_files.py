@@ -345,28 +345,33 @@ def extraction_of(files: list[ReadFile]) -> str | None:
     return ", ".join(f"{mode} ({count} records)" for mode, count in modes.items())
 
 
-def error_note(files: list[ReadFile]) -> str | None:
-    """A note when samples have an `error` instead of a generation (they count as no answer), so that a run with
-    failed requests is not taken for a weak model."""
-    count = sum(len(f.audit["generation_error"]) for f in files)
-    if not count:
-        return None
-    return (
-        f"{count} sample{' has' if count == 1 else 's have'} an error instead of a generation (counted as no answer); "
-        "--audit names them, and rerunning the generation requests refused ones again"
-    )
+# audit classes worth a line under the table without --audit: (verb for one sample, for several, what they did)
+NOTED = {
+    # failed requests: so that such a run is not taken for a weak model
+    "generation_error": (
+        "has",
+        "have",
+        "an error instead of a generation (counted as no answer); --audit names them, and rerunning the generation "
+        "requests refused ones again",
+    ),
+    # a prompt plus tokens_to_generate over the context window: samples cut short by the window, not the budget
+    "max_tokens_clamped": (
+        "was",
+        "were",
+        "generated with max_tokens clamped to what the context window left the prompt (clamped_max_tokens); "
+        "--audit names them",
+    ),
+}
 
 
-def clamped_note(files: list[ReadFile]) -> str | None:
-    """A note when requests were fitted to the server's context window (their prompt plus tokens_to_generate did
-    not fit), so that samples cut short by the window are not taken for the budget's."""
-    count = sum(len(f.audit["max_tokens_clamped"]) for f in files)
-    if not count:
-        return None
-    return (
-        f"{count} sample{' was' if count == 1 else 's were'} generated with max_tokens clamped to what the context "
-        "window left the prompt (clamped_max_tokens); --audit names them"
-    )
+def audit_notes(files: list[ReadFile]) -> list[str]:
+    """A line for each class of NOTED that holds samples of `files`."""
+    notes = []
+    for key, (one, several, what) in NOTED.items():
+        count = sum(len(f.audit[key]) for f in files)
+        if count:
+            notes.append(f"{count} sample{' ' + one if count == 1 else 's ' + several} {what}")
+    return notes
 
 
 def graded_by(files: list[ReadFile]) -> str:

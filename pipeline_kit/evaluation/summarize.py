@@ -23,8 +23,7 @@ from pipeline_kit.evaluation.metrics import greedy_metrics, sampled_metrics
 from pipeline_kit.evaluation.output_files import (
     AUDIT_CLASSES,
     ReadFile,
-    clamped_note,
-    error_note,
+    audit_notes,
     extraction_of,
     graded_by,
     match,
@@ -296,8 +295,7 @@ def summarize(
         mode = extraction_of(files)
         notes = [f"graded by: {graded_by(files)}" + (f"; answers extracted: {mode}" if mode else "")]
         notes += [f"seeds matched by: {matched_by}"] if matched_by else []
-        notes += [note] if (note := error_note(files)) and not audit else []
-        notes += [note] if (note := clamped_note(files)) and not audit else []
+        notes += [] if audit else audit_notes(files)
         thinking = ReasoningTally.total([f.reasoning for f in files])
         notes += [note] if (note := thinking.note()) else []
         if thinking.samples:

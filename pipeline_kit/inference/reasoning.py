@@ -31,16 +31,17 @@ def split_reasoning(text: str, end: str) -> Reasoning:
     return Reasoning(trace, answer, bool(found))
 
 
-def record_fields(reasoning: Reasoning, total_tokens: int, answer_tokens: int | None) -> dict:
+def record_fields(reasoning: Reasoning, total_tokens: int, reasoning_tokens: int | None) -> dict:
     """The fields a sample gets beside its `generation` (the answer part): the trace, whether it finished, and each
-    part's tokens; `answer_tokens` None: unknown (no tokenizer), estimated by characters and said so."""
+    part's tokens (the answer's: the rest of the total, its end-of-turn token included); `reasoning_tokens` None:
+    unknown (no tokenizer), estimated by characters and said so."""
     fields = {"reasoning_content": reasoning.trace, "finished_reasoning": reasoning.finished}
-    if answer_tokens is None:
+    if reasoning_tokens is None:
         chars = len(reasoning.trace) + len(reasoning.answer)
-        answer_tokens = round(total_tokens * len(reasoning.answer) / chars) if chars else 0
+        reasoning_tokens = round(total_tokens * len(reasoning.trace) / chars) if chars else 0
         fields["reasoning_tokens_estimated"] = True
-    answer_tokens = min(answer_tokens, total_tokens)
-    return fields | {"num_reasoning_tokens": total_tokens - answer_tokens, "num_answer_tokens": answer_tokens}
+    reasoning_tokens = min(reasoning_tokens, total_tokens)
+    return fields | {"num_reasoning_tokens": reasoning_tokens, "num_answer_tokens": total_tokens - reasoning_tokens}
 
 
 @functools.lru_cache(maxsize=4)
@@ -81,15 +82,18 @@ class ReasoningSettings:
 
     def apply(self, completion) -> tuple[str, dict]:
         """(a sample's `generation`, its reasoning fields) from a client Completion: the server's split if it made
-        one, else the text cut at the end string with ++parse_reasoning, else the text as it is and no fields."""
+        one, else the text cut at the end string with ++parse_reasoning, else the text as it is and no fields. The
+        thinking tokens: the server's count (vLLM: those inside the tags), else the model's tokenizer on the text
+        before the answer (the tags included; LiteLLM's split, which drops them, gets them back for the count)."""
         reasoning = completion.reasoning
         if reasoning is None:
             if not self.parse:
                 return completion.text, {}
             reasoning = split_reasoning(completion.text, self.end)
-        total = completion.num_generated_tokens
-        if completion.reasoning_tokens is not None:
-            answer_tokens = total - completion.reasoning_tokens
+            before = completion.text[: len(completion.text) - len(reasoning.answer)]
         else:
-            answer_tokens = count_tokens(reasoning.answer, self.tokenizer_folder)
-        return reasoning.answer, record_fields(reasoning, total, answer_tokens)
+            before = START + reasoning.trace + (self.end if reasoning.finished else "")
+        thinking = completion.reasoning_tokens
+        if thinking is None:
+            thinking = count_tokens(before, self.tokenizer_folder)
+        return reasoning.answer, record_fields(reasoning, completion.num_generated_tokens, thinking)

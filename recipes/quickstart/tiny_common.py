@@ -43,6 +43,9 @@ SYSTEMS = [
 ]
 RAW_PROMPT = "Q: {a}+{b}=? A: "  # the canonical text-completion prompt
 ANSWER = "\\boxed{{{c}}}"
+# the reasoning variant (train_tiny.py --think): a trace in <think>...</think>, then the answer, as DeepSeek-R1 writes
+THINK_START, THINK_END = "<think>", "</think>"
+THINK_ANSWER = THINK_START + "Add {a} and {b}." + THINK_END + "\n" + ANSWER
 
 
 def prompt_configs() -> dict[str, tuple[str, str]]:

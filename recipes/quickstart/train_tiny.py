@@ -1,6 +1,9 @@
 """Teach the tiny model (make_tiny_model.py) single-digit addition answered as \\boxed{N}, with a plain-torch loop,
 for raw prompts ("Q: 3+4=? A: ") and ChatML chats (bare, with a system message, or the prompts/generic/*.yaml wording).
-Usage: python train_tiny.py IN_DIR OUT_DIR [STEPS]   (deterministic; STEPS default 300: ~35 s on an idle 2-core box)"""
+Usage: python train_tiny.py IN_DIR OUT_DIR [STEPS] [--think]   (deterministic; STEPS default 300: ~35 s on an idle
+2-core box). With --think (from the trained model) the tokenizer gains <think> and </think> (plain added tokens,
+which a server's detokenizer keeps) and the answer becomes a reasoning model's: "<think>Add 3 and 4.</think>"
+then the boxed answer, what vLLM's deepseek_r1 reasoning parser splits."""
 
 from __future__ import annotations
 
@@ -10,7 +13,17 @@ import sys
 import time
 
 import torch
-from tiny_common import ANSWER, RAW_PROMPT, config_messages, prompt_configs, random_question, save_tokenizer
+from tiny_common import (
+    ANSWER,
+    RAW_PROMPT,
+    THINK_ANSWER,
+    THINK_END,
+    THINK_START,
+    config_messages,
+    prompt_configs,
+    random_question,
+    save_tokenizer,
+)
 from transformers import AutoModelForCausalLM, AutoTokenizer
 from transformers.utils import logging as hf_logging
 
@@ -22,16 +35,25 @@ MIN_FORMAT, MIN_ACCURACY = 0.95, 0.9  # per evaluated prompt style; below -> exi
 
 
 def main() -> None:
-    if len(sys.argv) not in (3, 4):
-        sys.exit(f"usage: {sys.argv[0]} IN_DIR OUT_DIR [STEPS]")
-    in_dir, out_dir = sys.argv[1], sys.argv[2]
-    steps = int(sys.argv[3]) if len(sys.argv) == 4 else 300
+    args = [a for a in sys.argv[1:] if a != "--think"]
+    think = len(args) < len(sys.argv) - 1
+    if len(args) not in (2, 3):
+        sys.exit(f"usage: {sys.argv[0]} IN_DIR OUT_DIR [STEPS] [--think]")
+    in_dir, out_dir = args[0], args[1]
+    steps = int(args[2]) if len(args) == 3 else 300
+    answer_text, answer_pattern = ANSWER, r"\s*\\boxed\{(\d+)\}\s*"
+    if think:
+        answer_text = THINK_ANSWER
+        answer_pattern = rf"\s*{THINK_START}(.*?){THINK_END}\s*\\boxed\{{(\d+)\}}\s*"
     torch.manual_seed(SEED)
     torch.set_num_threads(1)  # bit-reproducible on any machine, and faster than 2 threads on a busy 2-core box
     rng = random.Random(SEED)
     hf_logging.disable_progress_bar()
     tokenizer = AutoTokenizer.from_pretrained(in_dir)
     model = AutoModelForCausalLM.from_pretrained(in_dir, dtype=torch.float32)
+    if think:
+        tokenizer.add_tokens([THINK_START, THINK_END])  # not special: `skip_special_tokens` keeps them in the text
+        model.resize_token_embeddings(len(tokenizer))
     configs = prompt_configs()
 
     def prompt_text(question: str | list[dict]) -> str:
@@ -42,7 +64,7 @@ def main() -> None:
     def example(a: int, b: int) -> tuple[list[int], list[int]]:
         """Token ids and labels; the loss is on the answer (and the end-of-turn token) only."""
         prompt = tokenizer.encode(prompt_text(random_question(rng, a, b, configs)), add_special_tokens=False)
-        answer = tokenizer.encode(ANSWER.format(c=a + b) + tokenizer.eos_token, add_special_tokens=False)
+        answer = tokenizer.encode(answer_text.format(a=a, b=b, c=a + b) + tokenizer.eos_token, add_special_tokens=False)
         return prompt + answer, [-100] * len(prompt) + answer
 
     def collate(examples: list[tuple[list[int], list[int]]]) -> dict[str, torch.Tensor]:
@@ -88,11 +110,12 @@ def main() -> None:
             [prompt_text(make(a, b)) for a, b in PAIRS], return_tensors="pt", padding=True, add_special_tokens=False
         )
         with torch.no_grad():
-            out = model.generate(**batch, max_new_tokens=10, do_sample=False)
+            out = model.generate(**batch, max_new_tokens=24 if think else 10, do_sample=False)
         texts = tokenizer.batch_decode(out[:, batch["input_ids"].shape[1] :], skip_special_tokens=True)
-        answers = [re.fullmatch(r"\s*\\boxed\{(\d+)\}\s*", t) for t in texts]
+        answers = [re.fullmatch(answer_pattern, t) for t in texts]
         fmt = sum(m is not None for m in answers) / len(PAIRS)
-        acc = sum(m is not None and int(m[1]) == a + b for m, (a, b) in zip(answers, PAIRS, strict=True)) / len(PAIRS)
+        acc = sum(m is not None and int(m[m.lastindex]) == a + b for m, (a, b) in zip(answers, PAIRS, strict=True))
+        acc /= len(PAIRS)
         print(f"{name:24s} format {fmt:4.0%}  accuracy {acc:4.0%}  e.g. {texts[7]!r}")
         if fmt < MIN_FORMAT or acc < MIN_ACCURACY:
             failed.append(name)

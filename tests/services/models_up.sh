@@ -8,6 +8,8 @@
 #   (venv-model, tiny-model and tiny-model-init come from recipes/quickstart/tiny_model.sh, the quickstart's own
 #   maker, sourced here: the tests and the quickstart share one model)
 #   DIR/tiny-rm     a reward model: tiny-model's body under a seeded random scalar head (tests/models/make_tiny_rm.py)
+#   DIR/tiny-think  tiny-model taught to think first: "<think>Add 3 and 4.</think>" then \boxed{7} (its
+#                   tokenizer has the two tags; train_tiny.py --think), for the reasoning-parser tests
 # Idempotent: a piece is rebuilt only when its .kit-ok stamp (pins, python version, script hashes) is missing or
 # differs, so a warm run takes well under a second. The two venvs install in parallel. Logs: DIR/logs/.
 # Env knobs [default]: PYTHON [python3] the base interpreter for both venvs; WITH_VLLM [1] (0: no venv-vllm).
@@ -68,7 +70,7 @@ tiny_rm() {
 
 # vllm in the background (mostly download); meanwhile venv-model, then the tiny model, in the foreground
 if [ "$WITH_VLLM" = 1 ]; then vllm_venv & vpid=$!; fi
-mrc=0; { model_venv && tiny_model && tiny_init && tiny_rm; } || mrc=$?
+mrc=0; { model_venv && tiny_model && tiny_init && tiny_rm && tiny_think; } || mrc=$?
 vrc=0; if [ "$WITH_VLLM" = 1 ]; then wait "$vpid" || vrc=$?; fi
 [ "$mrc" = 0 ] && [ "$vrc" = 0 ] || die "models are not ready (see the errors above)"
-echo "kit test models ready in $(elapsed "$T0")s: $DIR/{venv-model,$([ "$WITH_VLLM" = 1 ] && echo venv-vllm,)tiny-model,tiny-model-init,tiny-rm}"
+echo "kit test models ready in $(elapsed "$T0")s: $DIR/{venv-model,$([ "$WITH_VLLM" = 1 ] && echo venv-vllm,)tiny-model,tiny-model-init,tiny-rm,tiny-think}"

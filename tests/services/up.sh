@@ -52,6 +52,7 @@ if [ "$WITH_MODELS" = 1 ]; then wait "$mpid" || mrc=$?; fi
     echo "export KIT_TEST_HF_PYTHON=$MODELS/venv-model/bin/python"
     echo "export KIT_TEST_TINY_MODEL=$MODELS/tiny-model"
     echo "export KIT_TEST_TINY_INIT=$MODELS/tiny-model-init"
+    echo "export KIT_TEST_TINY_THINK=$MODELS/tiny-think"
     echo "export KIT_TEST_TINY_RM=$MODELS/tiny-rm"
   fi
 } >"$DIR/services.env.new"
