@@ -6,6 +6,8 @@ the same server, measured in the same run.
   python perf/bench_client.py                        # fast stub server (perf/fast_stub_server.py)
   python perf/bench_client.py --server vllm          # vLLM on CPU with the tiny test model
   options: --requests 2000 --concurrency 64 512 --rounds 5 --max_tokens 8 [--no_pin]
+  python perf/bench_client.py --answer_tokens 32768 --requests 512 --concurrency 256 --rounds 3
+                                                     # reasoning-length samples: 32k tokens each (the stub's)
 
 Three clients, each a fresh process per run:
 - `openai`: the baseline, a semaphore + `asyncio.gather` over `AsyncOpenAI(...).chat.completions.create` with the
@@ -20,7 +22,11 @@ Figures per run:
   the rate its last progress line prints, counted from after the server check and the LiteLLM import; the
   baselines: around their `asyncio.gather`);
 - end to end: requests / process wall time (interpreter start, imports, reading the input, writing the output);
-- CPU: user + sys seconds of the client process (what the client costs a core, whatever else the machine runs).
+- CPU: user + sys seconds of the client process (what the client costs a core, whatever else the machine runs),
+  and per 1,000 output tokens;
+- peak memory: the client process's maximum resident set (ru_maxrss, from wait4 on that one process).
+With --answer_tokens N the stub answers N tokens to every request ("tok " N times, then the answer: 4 characters a
+token, as English text; its usage says N).
 Ratios are taken within a round (kit / openai, kit / openai+aiohttp, and for CPU baseline / kit, so that above 1
 is better for kit in every column), then their median and range over the rounds are printed.
 With the stub, the server is pinned to core 1 and the clients to core 0 (taskset; --no_pin to share the cores).
@@ -35,7 +41,6 @@ import asyncio
 import json
 import os
 import re
-import resource
 import shutil
 import signal
 import socket
@@ -138,8 +143,10 @@ def wait_ready(url: str, proc: subprocess.Popen, timeout: float) -> None:
     raise SystemExit(f"the server at {url} was not ready after {timeout:.0f} s")
 
 
-def start_stub(port: int, pin: bool) -> subprocess.Popen:
+def start_stub(port: int, pin: bool, answer_tokens: int = 0) -> subprocess.Popen:
     argv = [sys.executable, str(HERE / "fast_stub_server.py"), str(port)]
+    if answer_tokens:
+        argv += ["--filler_tokens", str(answer_tokens), "--completion_tokens", str(answer_tokens)]
     proc = subprocess.Popen((["taskset", "-c", "1"] if pin else []) + argv, stdout=subprocess.PIPE, text=True)
     assert "fast stub server" in proc.stdout.readline()
     return proc
@@ -202,16 +209,20 @@ async def raw_load(port: int, requests: int, connections: int) -> float:
 
 
 # ---------------------------------------------------------------------------------------------------- one run each
-def timed_run(argv: list[str], pin: bool) -> tuple[subprocess.CompletedProcess, float, float]:
-    """(result, wall seconds, user + sys CPU seconds) of one client process."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+def timed_run(argv: list[str], pin: bool) -> tuple[subprocess.CompletedProcess, float, float, float]:
+    """(result, wall seconds, user + sys CPU seconds, peak resident MiB) of one client process (taskset execs it:
+    wait4 on its pid measures it alone)."""
     start = time.perf_counter()
-    res = subprocess.run((["taskset", "-c", "0"] if pin else []) + argv, capture_output=True, text=True)
-    wall = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen((["taskset", "-c", "0"] if pin else []) + argv, stdout=out, stderr=err, text=True)
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        wall = time.perf_counter() - start
+        out.seek(0), err.seek(0)
+        res = subprocess.CompletedProcess(argv, proc.returncode, out.read(), err.read())
     if res.returncode != 0:
         raise SystemExit(f"{argv[:4]} failed:\n{res.stderr}")
-    return res, wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return res, wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
 
 
 def run_client(who: str, url: str, model: str, inp: Path, out: Path, c: int, max_tokens: int, pin: bool) -> dict:
@@ -221,14 +232,16 @@ def run_client(who: str, url: str, model: str, inp: Path, out: Path, c: int, max
         argv += [f"++server.base_url={url}", f"++server.model={model}", "++prompt_config=generic/default"]
         argv += [f"++max_concurrent_requests={c}", f"++inference.tokens_to_generate={max_tokens}"]
         argv += ["++progress_every=100000", "++rerun_done=true"]  # progress: one line, at the end
-        res, wall, cpu = timed_run(argv, pin)
+        res, wall, cpu, peak = timed_run(argv, pin)
         request_rps = float(re.findall(r"([\d.]+) samples/s", res.stderr)[-1])
     else:
         transport = "aiohttp" if who == "openai+aiohttp" else "httpx"
         argv = [sys.executable, __file__, "--baseline_client", url, model, str(inp), str(out), str(c), str(max_tokens)]
-        res, wall, cpu = timed_run([*argv, transport], pin)
+        res, wall, cpu, peak = timed_run([*argv, transport], pin)
         request_rps = n / json.loads(res.stdout.splitlines()[-1])["request_phase_s"]
-    return {"request_rps": request_rps, "e2e_rps": n / wall, "wall_s": wall, "cpu_s": cpu}
+    tokens = sum(json.loads(line).get("num_generated_tokens", 0) for line in out.open()) if who == "kit" else 0
+    return {"request_rps": request_rps, "e2e_rps": n / wall, "wall_s": wall, "cpu_s": cpu, "peak_mib": peak,
+            "tokens": tokens}  # fmt: skip
 
 
 def span(values: list[float], fmt: str) -> str:
@@ -241,6 +254,7 @@ def report(results: dict[tuple[int, str], list[dict]], concurrency: list[int], r
     print("|---|---|---|---|---|---|---|")
     figures = (("request_rps", "request phase, req/s", ".0f"), ("e2e_rps", "end to end, req/s", ".0f"))
     figures += (("wall_s", "process wall, s", ".2f"), ("cpu_s", "process CPU, s", ".2f"))
+    figures += (("peak_mib", "peak resident, MiB", ".0f"),)
     for c in concurrency:
         runs = {who: results[(c, who)] for who in CLIENTS}
         for key, name, fmt in figures:
@@ -264,6 +278,7 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, nargs="+", default=[64, 512])
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--max_tokens", type=int, default=8)
+    ap.add_argument("--answer_tokens", type=int, default=0, help="the stub answers this many tokens (0: 4)")
     ap.add_argument("--no_pin", action="store_true", help="do not pin the stub and the clients to separate cores")
     ap.add_argument("--baseline_client", nargs=7, metavar="ARG", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -279,7 +294,8 @@ def main() -> None:
     port = free_port()
     url = f"http://127.0.0.1:{port}/v1"
     if args.server == "stub":
-        server, model = start_stub(port, pin), "stub"
+        server, model = start_stub(port, pin, args.answer_tokens), "stub"
+        args.max_tokens = max(args.max_tokens, args.answer_tokens)
         wait_ready(url, server, 30)
         probe = f"import asyncio, bench_client as b; print(asyncio.run(b.raw_load({port}, 6400, 64)))"
         argv = (["taskset", "-c", "0"] if pin else []) + [sys.executable, "-c", probe]
@@ -314,6 +330,15 @@ def main() -> None:
     finally:
         stop(server, group=args.server == "vllm")
     report(results, args.concurrency, args.rounds)
+    if args.answer_tokens:
+        for c in args.concurrency:
+            for who in CLIENTS:
+                per_k = [r["cpu_s"] / (args.requests * args.answer_tokens / 1000) for r in results[(c, who)]]
+                print(f"| {c} | {who} | CPU ms per 1,000 output tokens | {span([1000 * v for v in per_k], '.2f')} |")
+        kit_tokens = {r["tokens"] for c in args.concurrency for r in results[(c, "kit")]}
+        print(
+            f"kit's records: {sorted(kit_tokens)} num_generated_tokens in all (expected {args.requests * args.answer_tokens})"
+        )
 
 
 if __name__ == "__main__":

@@ -107,8 +107,9 @@ def main() -> None:
     ap.add_argument("port", type=int)
     ap.add_argument("--text", default="\\boxed{42}")
     ap.add_argument("--completion_tokens", type=int, default=4)
+    ap.add_argument("--filler_tokens", type=int, default=0, help="put this many 4-character tokens before --text")
     args = ap.parse_args()
-    HTTP.completions = Completions(args.text, args.completion_tokens)
+    HTTP.completions = Completions("tok " * args.filler_tokens + args.text, args.completion_tokens)
     try:
         asyncio.run(serve(args.port))
     except KeyboardInterrupt:
