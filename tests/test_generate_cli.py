@@ -157,6 +157,9 @@ def test_client_only_array_on_slurm(kit, configs, stub, tmp_path):
         (["--server_type=transformers", "++chat_template_kwargs.enable_thinking=false"], "add ++server.endpoint=text"),
         (["++inference.reasoning_effort=max"], "++inference.reasoning_effort=max is not one of low, medium, high"),
         (["++max_samples=0"], "++max_samples=0: give how many records to use (1 or more), or -1 for all"),
+        (["++inference.tokens_to_generate=-5"], "++inference.tokens_to_generate=-5: give the tokens a sample may have"),
+        (["--server_type=transformers", "++inference.tokens_to_generate=null"], "has no 'whatever fits'"),
+        (["++end_reasoning_string="], "++end_reasoning_string is empty"),
     ],
 )
 def test_flag_errors_are_one_line_exit_2(kit, none_cluster, tmp_path, flags, needle):

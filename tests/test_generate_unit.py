@@ -242,6 +242,12 @@ def test_whatever_fits_is_refused_for_transformers_serve(stub, tmp_path):
         ('{"problem": "a"}\n', ["++inference.temprature=0.5"], ["++inference.temprature", "temperature"]),
         ('{"problem": "a"}\n', ["++prompt_config=generic/nope"], ["generic/nope", "generic/math"]),
         ('{"problem": "a"}\n', ["++server.api_key_env=KIT_NO_SUCH_KEY"], ["KIT_NO_SUCH_KEY", "not set"]),
+        ('{"problem": "a"}\n', ["++inference.tokens_to_generate=0"], ["++inference.tokens_to_generate=0", "or null"]),
+        (
+            '{"problem": "a"}\n',
+            ["++parse_reasoning=true", "++end_reasoning_string="],
+            ["++end_reasoning_string is empty"],
+        ),
     ],
 )
 def test_bad_input_is_one_line_exit_2(stub, tmp_path, content, overrides, needles):

@@ -25,7 +25,8 @@ def test_a_reasoning_model_split_by_vllms_parser_and_by_kit_alike_and_a_cut_trac
     """`kit eval` on arith (the first 12 problems) against vLLM with the deepseek_r1 parser: each record keeps the
     trace and the answer apart, with the server's count of thinking tokens; the answers are right. With 4 tokens the
     traces never end: no answer, and `kit summarize` counts them as truncated_reasoning. The same eval on `transformers
-    serve` with ++parse_reasoning=True gives the same split, record by record."""
+    serve` with ++parse_reasoning=True gives the same split, record by record: on its text endpoint (kit renders the
+    chat template), where kit itself cuts the text at </think> (on the chat endpoint LiteLLM would split it first)."""
     from foreground_server import ForegroundServer
 
     need("KIT_TEST_VLLM_PYTHON", "the vLLM venv (tests/services/models_up.sh)")
@@ -65,7 +66,7 @@ def test_a_reasoning_model_split_by_vllms_parser_and_by_kit_alike_and_a_cut_trac
 
     res = kit("eval", "--cluster=hf", f"--config_dir={hf}", "--server_type=transformers", f"--model={model}",
               f"--output_dir={tmp_path / 'kit-split'}", *common, "++inference.tokens_to_generate=40",
-              "++parse_reasoning=True", "--expname=kit-split", timeout=600)  # fmt: skip
+              "++parse_reasoning=True", "++server.endpoint=text", "--expname=kit-split", timeout=600)  # fmt: skip
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]
     by_kit = eval_records(tmp_path / "kit-split")
     assert [split_of(r) for r in by_kit] == [split_of(r) for r in parsed]

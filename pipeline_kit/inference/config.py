@@ -9,6 +9,7 @@ from typing import Any
 from pipeline_kit.errors import UserError
 from pipeline_kit.inference.registry import DEFAULT_GENERATION_TYPE, task_class
 from pipeline_kit.inference.request_options import budget_refusal
+from pipeline_kit.inference.tasks import config_value
 from pipeline_kit.overrides import MISSING, check_overrides, parse_overrides, take_override
 
 REASONING_EFFORTS = ("low", "medium", "high")
@@ -112,7 +113,7 @@ class GenerateConfig:
 def parse_generate_config(args: list[str] | tuple[str, ...]) -> GenerateConfig:
     """The generation script's config from its `++key=value` arguments, with the inputs its generation type needs."""
     cfg = parse_overrides(args, GenerateConfig, "generation")
-    check_values(cfg.max_samples, cfg.inference.reasoning_effort)
+    check_values({key: config_value(cfg, key) for key in CHECKED})
     refused = budget_refusal(cfg.server.server_type, cfg.inference.tokens_to_generate)
     if refused:
         raise UserError(refused)
@@ -120,17 +121,29 @@ def parse_generate_config(args: list[str] | tuple[str, ...]) -> GenerateConfig:
     return cfg
 
 
-def check_values(max_samples: int | str | None, reasoning_effort: str | None) -> None:
-    """The values whose type alone does not say they are wrong; each is one UserError naming the key."""
-    if max_samples is not None and (int(max_samples) == 0 or int(max_samples) < -1):
-        raise UserError(f"++max_samples={max_samples}: give how many records to use (1 or more), or -1 for all.")
-    if reasoning_effort is not None and reasoning_effort not in REASONING_EFFORTS:
+# the keys whose type alone does not say a value is wrong (check_values)
+CHECKED = ("max_samples", "inference.reasoning_effort", "inference.tokens_to_generate", "end_reasoning_string")
+
+
+def check_values(values: dict[str, object]) -> None:
+    """The CHECKED keys' values (parsed, or the raw `++key=value` text at submission; None: not given), each wrong
+    one a UserError naming the key."""
+    samples, effort = values["max_samples"], values["inference.reasoning_effort"]
+    budget, end = values["inference.tokens_to_generate"], values["end_reasoning_string"]
+    if samples is not None and (int(samples) == 0 or int(samples) < -1):
+        raise UserError(f"++max_samples={samples}: give how many records to use (1 or more), or -1 for all.")
+    if effort is not None and effort not in REASONING_EFFORTS:
+        raise UserError(f"++inference.reasoning_effort={effort} is not one of {', '.join(REASONING_EFFORTS)}.")
+    if budget not in (None, "null") and int(budget) < 1:
         raise UserError(
-            f"++inference.reasoning_effort={reasoning_effort} is not one of {', '.join(REASONING_EFFORTS)}."
+            f"++inference.tokens_to_generate={budget}: give the tokens a sample may have (1 or more), or null for "
+            "whatever the context window leaves."
         )
+    if end == "":
+        raise UserError("++end_reasoning_string is empty; give the string that ends the thinking (default </think>).")
 
 
 def check_generate_overrides(args: list[str] | tuple[str, ...]) -> None:
     """The check at submission, without hydra in the common case: every key exists and each value fits its type."""
     check_overrides(args, GenerateConfig, "generation")
-    check_values(take_override(args, "max_samples")[0], take_override(args, "inference.reasoning_effort")[0])
+    check_values({key: take_override(args, key)[0] for key in CHECKED})
