@@ -229,3 +229,10 @@ def route_overrides(
             hint = next((did_you_mean(h, [n for n in checkers if n != default]) for h in sorted(heads)), "")
             raise UserError(f"{e}{' (a script prefix?)' + hint if hint else ''}") from None
     return routed
+
+
+def config_value(cfg: object, key: str) -> object:
+    """The value of a dotted ++key (e.g. genselect.prompt_config) in a config."""
+    for part in key.split("."):
+        cfg = getattr(cfg, part)
+    return cfg

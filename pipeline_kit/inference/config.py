@@ -9,8 +9,7 @@ from typing import Any
 from pipeline_kit.errors import UserError
 from pipeline_kit.inference.registry import DEFAULT_GENERATION_TYPE, task_class
 from pipeline_kit.inference.request_options import budget_refusal
-from pipeline_kit.inference.tasks import config_value
-from pipeline_kit.overrides import MISSING, check_overrides, parse_overrides, take_override
+from pipeline_kit.overrides import MISSING, check_overrides, config_value, parse_overrides, take_override
 
 REASONING_EFFORTS = ("low", "medium", "high")
 

@@ -18,9 +18,8 @@ from pipeline_kit.errors import UserError
 from pipeline_kit.inference.config import GenerateConfig
 from pipeline_kit.inference.prompts import load_prompt_config
 from pipeline_kit.inference.registry import task_class
-from pipeline_kit.inference.tasks import config_value
 from pipeline_kit.jsonl import numbered_records
-from pipeline_kit.overrides import parse_overrides
+from pipeline_kit.overrides import config_value, parse_overrides
 
 MAX_VERDICTS = 2_000  # inputs whose verdict is kept; beyond it the oldest go
 CACHED_FROM_BYTES = 1 << 20  # a smaller input is read each time (milliseconds), without touching the caches

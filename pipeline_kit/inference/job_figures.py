@@ -13,7 +13,6 @@ from pathlib import Path
 
 from pipeline_kit.inference.config import GenerateConfig
 from pipeline_kit.inference.registry import task_class
-from pipeline_kit.inference.tasks import config_value
 from pipeline_kit.measurements import (
     JOB_START_VAR,
     SUBMITTED_VAR,
@@ -24,6 +23,7 @@ from pipeline_kit.measurements import (
     read_figures,
     write_figures,
 )
+from pipeline_kit.overrides import config_value
 
 PROCESS_START = time.time()  # the start of this client (near enough: before its heavy imports), without $KIT_JOB_START
 

@@ -67,10 +67,3 @@ def prompt_fields(key: str, name: str) -> dict[str, object]:
     from pipeline_kit.inference.prompts import resolve_prompt_path
 
     return {key: name, f"{key} content": file_digest(resolve_prompt_path(name))}
-
-
-def config_value(cfg: object, key: str) -> object:
-    """The value of a dotted ++key (e.g. genselect.prompt_config) in a config."""
-    for part in key.split("."):
-        cfg = getattr(cfg, part)
-    return cfg

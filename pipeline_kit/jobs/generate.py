@@ -16,12 +16,11 @@ from pipeline_kit.errors import UserError
 from pipeline_kit.inference import done_key, request_options
 from pipeline_kit.inference.config import GenerateConfig, check_generate_overrides, parse_generate_config
 from pipeline_kit.inference.registry import task_class
-from pipeline_kit.inference.tasks import config_value
 from pipeline_kit.inference.units import Unit, plan_units, split_units
 from pipeline_kit.jobs.input_checks import check_generation_inputs, job_check
 from pipeline_kit.jobs.options import JobOptions, JobPlan, chain
 from pipeline_kit.jobs.packing_plan import check_packing_limits, packing_plan, parse_num_jobs
-from pipeline_kit.overrides import override_key, override_value, take_override
+from pipeline_kit.overrides import config_value, override_key, override_value, take_override
 from pipeline_kit.packing import PackingPlan
 from pipeline_kit.pipeline.model import AUTO_PORT, Command, CommandGroup, HardwareConfig, Job
 from pipeline_kit.selection.genselect_runs import run_files

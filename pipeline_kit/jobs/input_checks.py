@@ -13,8 +13,7 @@ from pipeline_kit.components.client import CLIENT_PYTHON_VAR
 from pipeline_kit.inference.config import GenerateConfig
 from pipeline_kit.inference.input_check import check_input_file, check_output_dir
 from pipeline_kit.inference.prompts import load_prompt_config
-from pipeline_kit.inference.tasks import config_value
-from pipeline_kit.overrides import take_override
+from pipeline_kit.overrides import config_value, take_override
 from pipeline_kit.training.checkpoints import SETTINGS, check_settings, run_settings
 from pipeline_kit.training.trl_backend import TRAIN_PYTHON_VAR
 
