@@ -34,20 +34,20 @@ class ReasoningTally:
         for t in tallies:
             out.samples += t.samples
             out.truncated += t.truncated
-            both = None in (out.reasoning_tokens, t.reasoning_tokens)
-            out.reasoning_tokens = None if both else out.reasoning_tokens + t.reasoning_tokens
-            out.answer_tokens = None if both else out.answer_tokens + t.answer_tokens
+            unknown = None in (out.reasoning_tokens, t.reasoning_tokens)
+            out.reasoning_tokens = None if unknown else out.reasoning_tokens + t.reasoning_tokens
+            out.answer_tokens = None if unknown else out.answer_tokens + t.answer_tokens
         return out
 
     def metrics(self) -> dict | None:
         """metrics.json's `reasoning` entry of a benchmark; None when no sample was split."""
         if not self.samples:
             return None
-        per = lambda total: None if total is None else total / self.samples  # noqa: E731
+        counted = self.reasoning_tokens is not None and self.answer_tokens is not None
         return {
             "samples": self.samples,
-            "avg_reasoning_tokens": per(self.reasoning_tokens),
-            "avg_answer_tokens": per(self.answer_tokens),
+            "avg_reasoning_tokens": self.reasoning_tokens / self.samples if counted else None,
+            "avg_answer_tokens": self.answer_tokens / self.samples if counted else None,
             "truncated_reasoning": self.truncated,
         }
 
