@@ -169,6 +169,60 @@ def test_judge_stage_writes_verdicts_beside_the_results_and_resumes(kit, configs
     assert again.returncode == 0 and len(judge.requests()) == 100, again.stdout + again.stderr
 
 
+# a benchmark whose answer is the problem's number plus 2: the stub (--add_seed) answers number + seed, so of 3 seeds
+# only seed 2 is right, and the stub's GenSelect judgment (the largest boxed number) picks it
+PLUS_TWO = (
+    SUMS.replace('"""Ten two-term additions with a carry, made here."""', '"""Add two, ten times."""')
+    .replace(
+        'return [{"id": f"s{i}", "problem": f"What is {i}+{9 - i % 3}?", "expected_answer": str(i + 9 - i % 3)}',
+        'return [{"id": f"p{i}", "problem": f"Add two to {i}", "expected_answer": str(i + 2)}',
+    )
+    .replace("TOKENS_TO_GENERATE = 12", "TOKENS_TO_GENERATE = 200")
+)
+
+
+def test_eval_genselect_of_a_reasoning_models_samples_beside_pass_and_majority(kit, configs, stub, tmp_path):
+    """`kit eval --genselect ++parse_reasoning=true` (the AIMO-2 evaluation) against the stub as a reasoning model:
+    3 samples per problem, their thinking split off; GenSelect's prompts hold only the answers (a thinking's guess,
+    boxed too, would move the stub's pick), and the summary shows pass@1, majority@3 and genselect@3 together."""
+    extra = tmp_path / "my_benchmarks"
+    extra.mkdir()
+    (extra / "plus_two.py").write_text(PLUS_TWO)
+    data = [f"--extra_datasets={extra}", f"--data_dir={tmp_path / 'data'}"]
+    assert kit("prepare_data", "plus_two", *data).returncode == 0
+    d = configs("local", "executor: none\njob_dir: JOB_DIR\n")
+    server, out = stub("--add_seed", "--think"), tmp_path / "results"
+    argv = [
+        "eval", "--cluster=local", f"--config_dir={d}", "--server_type=openai", f"--server_address={server.url}",
+        "--model=m", "--benchmarks=plus_two:3", f"--output_dir={out}", *data, "--genselect", "++parse_reasoning=true",
+    ]  # fmt: skip
+    res = kit(*argv)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr
+    picked = rows(out / "eval-results" / "plus_two" / "genselect" / "output.jsonl")
+    assert [r["genselect"]["chosen_run"] for r in picked] == ["output-rs2.jsonl"] * 10, picked
+    assert all(r["genselect"]["decided_by"] == "judgment" for r in picked)
+    asked = [r["prompt"] for r in server.requests() if "Solution 0:" in r["prompt"]]
+    assert len(asked) == 10 and not any("Maybe" in p or "<think>" in p for p in asked), asked[:1]
+    metrics = json.loads((out / "metrics.json").read_text())["plus_two"]
+    assert metrics["genselect@3"]["symbolic_correct"] == 100.0 and metrics["pass@3"]["symbolic_correct"] == 100.0
+    assert round(metrics["pass@1[avg-of-3]"]["symbolic_correct"], 2) == 33.33, metrics
+    assert metrics["reasoning"]["samples"] == 30 and metrics["reasoning"]["truncated_reasoning"] == 0, metrics
+    table = res.stdout[res.stdout.index("- plus_two -") :]
+    assert all(row in table for row in ("pass@1[avg-of-3]", "majority@3", "genselect@3", "pass@3")), table
+    again = kit(*argv)
+    assert again.returncode == 0 and len(server.requests()) == 40, again.stdout[-2000:] + again.stderr
+
+
+def test_eval_genselect_needs_samples_of_every_benchmark(kit, configs, benchmarks, tmp_path):
+    d = configs("local", "executor: none\njob_dir: JOB_DIR\n")
+    res = kit(
+        "eval", "--cluster=local", f"--config_dir={d}", "--server_type=openai", "--server_address=http://127.0.0.1:9/v1",
+        "--model=m", f"--output_dir={tmp_path / 'out'}", *benchmarks, "--benchmarks=arith:4,sums", "--genselect",
+    )  # fmt: skip
+    assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
+    assert "--benchmarks gives sums:0: ask for at least 2" in res.stderr, res.stderr
+
+
 def test_judge_verdict_is_its_last_judgement_line():
     from pipeline_kit.evaluation.judge import verdict
 

@@ -155,6 +155,10 @@ def test_a_split_reasoning_trace_is_kept_or_dropped_and_an_unfinished_one_left_o
         assert summary_row(stdout, str(src))[:3] == ["2", "2", "1"]  # read, correct (kept incorrect), unfinished
         outputs[mode] = [r["generation"] for r in read_jsonl(out)]
     assert outputs == {"keep": ["<think>2+2 is 4.</think>\n\\boxed{4}"], "drop": ["\n\\boxed{4}"]}
+    # a model whose chat template writes <think> into the prompt (DeepSeek-R1) trains on the trace as it writes it
+    args = [f"--input_dir={src}", f"--output_file={out}", "--no_decontaminate", "--start_reasoning_string="]
+    assert kit(capsys, "prepare_sft_data", *args)[0] == 0
+    assert [r["generation"] for r in read_jsonl(out)] == ["2+2 is 4.</think>\n\\boxed{4}"]
     code, _, stderr = kit(capsys, "prepare_sft_data", f"--input_dir={src}", f"--output_file={out}", "--reasoning=no")
     assert code == 2 and "--reasoning=no: use one of keep, drop." in stderr
 

@@ -77,6 +77,19 @@ def test_dry_run_plans_and_touches_nothing(kit, tmp_path):
     assert plan_lines(res.stderr, "aimo") == {"grpo": "run", "eval": "run"}
     assert "==== job aimo-grpo (none)" in res.stdout and "==== job aimo-eval-done (none)" in res.stdout
     assert "aimo-cot_sft" not in res.stdout and not out.exists()
+    assert "reward.parse_reasoning" not in res.stdout and "genselect" not in res.stdout
+    # --reasoning --genselect: GRPO rewards the answer alone; the eval splits the thinking (the budget stays the
+    # benchmark's on transformers, which has no "whatever fits") and runs GenSelect after the samples
+    res = kit("run_recipe", "aimo", f"--base_model={base}", f"--output_dir={out}", *aimo_files(tmp_path), *TOY,
+              f"--data_dir={data_dir}", "--start_from=grpo", "--reasoning", "--genselect", "--benchmarks=arith:4",
+              "--dry_run")  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    scripts = re.sub("[\"']", "", res.stdout)
+    assert "++reward.parse_reasoning=true" in scripts and "++parse_reasoning=true" in scripts
+    assert "==== job aimo-eval-genselect (none)" in res.stdout and "tokens_to_generate=null" not in scripts
+    res = kit("run_recipe", "aimo", f"--base_model={base}", f"--output_dir={out}", *aimo_files(tmp_path), *TOY,
+              f"--data_dir={data_dir}", "--start_from=grpo", "--genselect", "--dry_run")  # fmt: skip
+    assert res.returncode == 2 and "--genselect picks among each benchmark's samples" in res.stderr, res.stderr
 
 
 CODE_TIR = "```python\nprint({a}+{b})\n```\n```output\n{c}\n```\n\\boxed{{{c}}}"  # a TIR solution, code run
@@ -216,6 +229,36 @@ def test_aimo_makes_its_tir_data_with_the_sandbox_trains_on_it_and_evaluates_wit
     res = kit(*changed, "--stop_after=tir_generate", "--dry_run", env=env)
     assert res.returncode == 0, res.stderr
     assert plan_lines(res.stderr, "aimo") == {"cot_sft": "skip", "tir_generate": "rerun"}
+
+
+@pytest.mark.models
+def test_aimo_reasoning_variant_evaluates_genselect_beside_pass_and_majority(kit, tmp_path):
+    """The AIMO-2 path (--reasoning --genselect) with the reasoning tiny model (it thinks "<think>Add a and b.</think>"
+    before its \\boxed answer), its eval stage on none: 4 solutions per problem with their thinking kept apart, then
+    GenSelect picks one per problem, and the summary shows pass@1[avg-of-4], majority@4 and genselect@4 side by side.
+    (GRPO's part of --reasoning, the reward on the answer alone, is in the dry run below.)"""
+    need("KIT_TEST_TINY_THINK", "the reasoning tiny model (tests/services/models_up.sh)")
+    data_dir, out = tmp_path / "data", tmp_path / "aimo"
+    assert kit("prepare_data", "arith", f"--data_dir={data_dir}").returncode == 0
+    res = kit("run_recipe", "aimo", f"--base_model={SERVICES['KIT_TEST_TINY_THINK']}", f"--output_dir={out}",
+              f"--data_dir={data_dir}", "--start_from=eval", "--reasoning", "--genselect", "--benchmarks=arith:4",
+              "--eval_args=++inference.tokens_to_generate=40 ++max_concurrent_requests=8 ++max_samples=12 "
+              "++inference.temperature=1.2", "--server_type=transformers",
+              env={"KIT_SERVER_PYTHON": SERVICES["KIT_TEST_HF_PYTHON"]}, timeout=900)  # fmt: skip
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]
+    assert plan_lines(res.stderr, "aimo") == {"eval": "run"}
+    results = out / "eval" / "eval-results" / "arith"
+    sampled = jsonl_rows(results, "output-rs*.jsonl")
+    assert len(sampled) == 48 and all("reasoning_content" in r and "<think>" not in r["generation"] for r in sampled)
+    picked = jsonl_rows(results / "genselect", "output.jsonl")
+    assert len(picked) == 12 and all(r["genselect"]["chosen_run"].startswith("output-rs") for r in picked), picked
+    asked = sum(len(r["genselect"]["windows"]) for r in picked)
+    print(f"genselect: {asked} windows asked; decided by {[r['genselect']['decided_by'] for r in picked]}")
+    metrics = json.loads((out / "eval" / "metrics.json").read_text())["arith"]
+    assert metrics["reasoning"]["samples"] == 48, metrics["reasoning"]
+    table = kit("summarize", str(out / "eval")).stdout
+    for row in ("pass@1[avg-of-4]", "majority@4", "genselect@4", "pass@4"):
+        assert row in metrics and re.search(rf"^{re.escape(row)} +\|", table, re.M), (row, table)
 
 
 @pytest.mark.slurm

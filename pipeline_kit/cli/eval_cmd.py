@@ -49,6 +49,13 @@ def register(app: typer.Typer, plan_app: typer.Typer | None = None) -> None:
         container: Annotated[
             str | None, typer.Option("--container", help="Container key for the client (default: 'kit' if defined).")
         ] = None,
+        genselect: Annotated[
+            bool,
+            typer.Option(
+                "--genselect",
+                help="Then GenSelect over each benchmark's samples (N of at least 2): genselect@N in the summary.",
+            ),
+        ] = False,
         judge_model: Annotated[
             str | None, typer.Option("--judge_model", help="An LLM judge: a later stage writes judge_correct.")
         ] = None,
@@ -94,6 +101,7 @@ def register(app: typer.Typer, plan_app: typer.Typer | None = None) -> None:
             judge=judge_spec(
                 judge_model, judge_server_type, judge_server_address, judge_server_gpus, judge_server_args
             ),
+            genselect=genselect,
         )
         cluster = cluster_from(flags.cluster, flags.config_dir)
         options = flags.options("eval")

@@ -14,8 +14,8 @@ DECONTAMINATE_HELP = "Benchmarks to decontaminate against: NAME,NAME or 'all' (d
 NO_DECONTAMINATE_HELP = "Skip decontamination (no report is written)."
 NGRAM_HELP = "Word n-gram length of decontamination (a shorter problem is compared whole)."
 REASONING_HELP = (
-    "keep|drop: a sample whose thinking was split from its answer (reasoning_content) trains on <think>, the trace, "
-    "the end string and the answer (keep), or on the answer alone (drop)."
+    "keep|drop: a sample whose thinking was split from its answer (reasoning_content) trains on the start string, "
+    "the trace, the end string and the answer (keep), or on the answer alone (drop)."
 )
 DATA_DIR_HELP = "Where the benchmarks were prepared (`kit prepare_data --data_dir`; default: the registry folder)."
 
@@ -47,6 +47,14 @@ def register(app: typer.Typer) -> None:
         end_reasoning_string: Annotated[
             str, Opt("--end_reasoning_string", help="What closes a kept trace (as ++end_reasoning_string).")
         ] = "</think>",
+        start_reasoning_string: Annotated[
+            str,
+            Opt(
+                "--start_reasoning_string",
+                help="What opens a kept trace; '' for a model whose chat template puts <think> in the prompt "
+                "(DeepSeek-R1).",
+            ),
+        ] = "<think>",
     ) -> None:
         from pipeline_kit.training.data import prepare_sft
 
@@ -65,6 +73,7 @@ def register(app: typer.Typer) -> None:
                 seed=seed,
                 reasoning=reasoning,
                 end_reasoning_string=end_reasoning_string,
+                start_reasoning_string=start_reasoning_string,
             )
         )
 

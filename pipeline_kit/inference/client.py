@@ -118,6 +118,11 @@ def text_prompt_fields(server_type: str | None) -> dict:
     return {"add_special_tokens": False} if server_type == "vllm" else {}
 
 
+# the context window (max_model_len of /v1/models, None where not said) of each (base_url, model) asked so far: the
+# units of a job ask one server
+_WINDOWS: dict[tuple[str, str], int | None] = {}
+
+
 def import_litellm():
     """LiteLLM, imported with the garbage collector off, then every object so far frozen (gc.freeze: left out of
     all later collections). The import leaves ~230,000 tracked objects: with the collector on it took 0.3 of 1.8 s of
@@ -209,7 +214,7 @@ class GenerationClient:
         self.params = self._params()  # the same for every request of this run
         self.retries = 0  # requests tried again (retry.py), counted in the job's figures
         self.clamped = 0  # requests whose max_tokens was fitted to the context window, counted there too
-        self._window = None  # the server's context window (/v1/models), asked once: a task of its answer
+        self._window = None  # the task that asks the server's context window (/v1/models), if this client asked
         self.transient = (
             litellm.APIConnectionError,
             litellm.Timeout,
@@ -385,11 +390,12 @@ class GenerationClient:
                 return fit["max_tokens"]
         elif asked is None or answer.prompt_tokens is None:
             return None
-        if self._window is None:
-            self._window = asyncio.ensure_future(
-                asyncio.to_thread(served_window, self.cfg.server.base_url, self.cfg.server.model, self.api_key)
-            )
-        window = await self._window
+        served = (self.cfg.server.base_url, self.cfg.server.model)
+        if served not in _WINDOWS:  # asked once per server and model in this process, not once per unit
+            if self._window is None:
+                self._window = asyncio.ensure_future(asyncio.to_thread(served_window, *served, self.api_key))
+            _WINDOWS[served] = await self._window
+        window = _WINDOWS[served]
         if window is None or answer.prompt_tokens is None:
             return answer.tokens if fit else None
         room = window - answer.prompt_tokens

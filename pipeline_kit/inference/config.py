@@ -113,7 +113,7 @@ def parse_generate_config(args: list[str] | tuple[str, ...]) -> GenerateConfig:
     """The generation script's config from its `++key=value` arguments, with the inputs its generation type needs."""
     cfg = parse_overrides(args, GenerateConfig, "generation")
     check_values({key: config_value(cfg, key) for key in CHECKED})
-    refused = budget_refusal(cfg.server.server_type, cfg.inference.tokens_to_generate)
+    refused = budget_refusal(cfg.server.server_type, cfg.inference.tokens_to_generate is None)
     if refused:
         raise UserError(refused)
     task_class(cfg.generation_type).check_inputs(cfg)

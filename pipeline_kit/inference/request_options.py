@@ -33,11 +33,12 @@ def refusal(server_type: str | None, endpoint: str, keys: list[str]) -> str | No
     )
 
 
-def budget_refusal(server_type: str | None, tokens_to_generate: int | None) -> str | None:
-    """Why `server_type` cannot take ++inference.tokens_to_generate=null ("whatever fits"), or None. vLLM and SGLang
-    give a request without max_tokens what the context window leaves its prompt; `transformers serve` stops it at
-    the model's generation_config max_new_tokens, or at 20 tokens when the model's file has none."""
-    if tokens_to_generate is not None or server_type != "transformers":
+def budget_refusal(server_type: str | None, whatever_fits: bool) -> str | None:
+    """Why `server_type` cannot take ++inference.tokens_to_generate=null ("whatever fits": `whatever_fits`), or None
+    (None too for a number). vLLM and SGLang give a request without max_tokens what the context window leaves its
+    prompt; `transformers serve` stops it at the model's generation_config max_new_tokens, or at 20 tokens when the
+    model's file has none."""
+    if not whatever_fits or server_type != "transformers":
         return None
     return (
         "++inference.tokens_to_generate=null: server type 'transformers' (transformers serve) has no 'whatever fits' "

@@ -22,6 +22,7 @@ from pipeline_kit.jobs.generate import (
     client_container,
     generate_jobs,
     generation_groups,
+    genselect_spec,
     model_inputs,
     plan_generation,
     split_units,
@@ -83,7 +84,8 @@ class EvalSpec:
     of all benchmarks into N jobs, or 'auto' (default: 1 on none/Docker, auto on Slurm: as generation's, each
     benchmark its own jobs where that is one unit per job); `overrides`: `++key=value`
     for every generation, after each benchmark's own defaults; `extract`: the answer extraction mode of every
-    benchmark's grading (None: each benchmark's own, Benchmark.extract_mode)."""
+    benchmark's grading (None: each benchmark's own, Benchmark.extract_mode); `genselect`: after the generation, a
+    GenSelect over each benchmark's samples into <benchmark>/genselect/ (summarize's genselect@N)."""
 
     server: ServerSpec
     benchmarks: list[BenchmarkRequest]
@@ -103,8 +105,15 @@ class EvalSpec:
     overrides: tuple[str, ...] = ()
     judge: ServerSpec | None = None  # an LLM judge: a dependent stage with its own server writes judge_correct
     judge_overrides: tuple[str, ...] = ("++prompt_config=judge/math", "++inference.temperature=0.0")
+    genselect: bool = False
 
     def __post_init__(self) -> None:
+        few = [f"{r.name}:{r.samples}" for r in self.benchmarks if r.samples < 2] if self.genselect else []
+        if few:
+            raise UserError(
+                f"--genselect picks among each benchmark's samples; --benchmarks gives {', '.join(few)}: ask for at "
+                "least 2 (e.g. aime24:8)."
+            )
         self.num_jobs = parse_num_jobs(self.num_jobs)
         check_packing_limits(self.max_startup_share, self.max_jobs)
 
@@ -166,7 +175,14 @@ def eval_jobs(cluster: ClusterConfig, spec: EvalSpec, options: JobOptions) -> li
     else:
         generation = _packed_jobs(cluster, specs, plans, num_jobs, options)
     judging = _judge_jobs(cluster, spec, specs, num_jobs, replace(options, after=generation)) if spec.judge else []
-    return generation + judging + _summarize_jobs(cluster, spec, specs[0], options, generation + judging)
+    picking = _genselect_jobs(cluster, specs, plans, options, generation) if spec.genselect else []
+    # the summary reads the picks where there are any: a GenSelect skipped after a failed generation leaves none
+    return (
+        generation
+        + judging
+        + picking
+        + _summarize_jobs(cluster, spec, specs[0], options, generation + judging, picking)
+    )
 
 
 def _generate_specs(cluster: ClusterConfig, spec: EvalSpec) -> list[GenerateSpec]:
@@ -237,6 +253,22 @@ def _judge_jobs(
     return _packed_jobs(cluster, specs, plans, num_jobs or len(generated), judge_options)
 
 
+def _genselect_jobs(
+    cluster: ClusterConfig, specs: list[GenerateSpec], plans: list[UnitPlan], options: JobOptions, generation: list[Job]
+) -> list[Job]:
+    """One job with one server that runs each benchmark's GenSelect (kit generate --genselect's stage, its picks left
+    ungraded: summarize grades them by the sampled record they name), after every generation job succeeded: a pick
+    among N samples needs all N (the last copy of each --dependent_jobs chain is the one that must succeed)."""
+    picks = [replace(genselect_spec(s), postprocess_cmd=None) for s in specs]
+    # the samples of a benchmark still to generate are written by this run: their .done keys are checked in the job
+    picking = [plan_generation(cluster, p, input_final=not plan.todo) for p, plan in zip(picks, plans, strict=True)]
+    last = [job for job in generation if not any(job in other.after for other in generation)]
+    stage = replace(
+        options, expname=f"{options.expname}-genselect", after=last, dependent_jobs=0, dependency_type="afterok"
+    )
+    return _packed_jobs(cluster, picks, picking, 1, stage)
+
+
 def _packed_jobs(
     cluster: ClusterConfig, specs: list[GenerateSpec], plans: list[UnitPlan], num_jobs: int, options: JobOptions
 ) -> list[Job]:
@@ -277,17 +309,23 @@ def _packed_jobs(
 
 
 def _summarize_jobs(
-    cluster: ClusterConfig, spec: EvalSpec, first: GenerateSpec, options: JobOptions, generation: list[Job]
+    cluster: ClusterConfig,
+    spec: EvalSpec,
+    first: GenerateSpec,
+    options: JobOptions,
+    generation: list[Job],
+    optional: list[Job],
 ) -> list[Job]:
-    """`kit summarize` of the results folder once every generation job has ended (whatever its state: a failed
-    benchmark still leaves the others' tables)."""
+    """`kit summarize` of the results folder once every generation job and every `optional` one has ended (whatever
+    its state: a failed benchmark still leaves the others' tables); `optional` jobs' outputs need not exist."""
 
     results = spec.output_dir.rstrip("/")  # summarize finds <results>/eval-results/<bench>/ and writes metrics.json
     python = f'"${{{CLIENT_PYTHON_VAR}:-{cluster.kit_python}}}"'
     line = f"{python} -m pipeline_kit.cli.main summarize {shlex.quote(results)}"
     check = kit_python_check(cluster, CLIENT_PYTHON_VAR, SUMMARIZE_MODULES, "the summary's Python", "pipeline-kit")
     command = Command(line, name="summarize", container=client_container(cluster, first), python_check=check)
-    summarize_options = replace(options, expname=f"{options.expname}-summarize", after=generation, dependent_jobs=0)
+    after = generation + optional
+    summarize_options = replace(options, expname=f"{options.expname}-summarize", after=after, dependent_jobs=0)
     fields = {
         "inputs": [job_output for job in generation for job_output in job.outputs],
         "outputs": [results],  # metrics.json: so the results folder is locked too (another run's summary)

@@ -134,7 +134,7 @@ def _check_request_options(spec: GenerateSpec) -> None:
     endpoint = take_override(spec.overrides, "server.endpoint")[0] or "chat"
     refused = request_options.refusal(spec.server.server_type, endpoint, keys)
     budget = take_override(spec.overrides, "inference.tokens_to_generate")[0]
-    refused = refused or request_options.budget_refusal(spec.server.server_type, None if budget == "null" else 0)
+    refused = refused or request_options.budget_refusal(spec.server.server_type, budget == "null")
     if refused:
         raise UserError(refused)
 

@@ -241,10 +241,13 @@ def prepare_sft(
     seed: int = 0,
     reasoning: str = "keep",
     end_reasoning_string: str = "</think>",
+    start_reasoning_string: str = START,
 ) -> str:
     """Write the SFT file (and its decontamination report); returns the summary to print. A record whose thinking
-    was split from its answer (`reasoning_content`) trains on both (`reasoning="keep"`: <think>, the trace, the end
-    string, the answer) or on the answer alone ("drop"); a trace that never reached its end is left out."""
+    was split from its answer (`reasoning_content`) trains on both (`reasoning="keep"`: the start string, the trace,
+    the end string, the answer) or on the answer alone ("drop"); a trace that never reached its end is left out. The
+    start string is empty for a model whose chat template opens the trace in the prompt (DeepSeek-R1's writes
+    <think> after the assistant's tag): the training text then starts with the trace, as the model's own output."""
     if reasoning not in REASONING_CHOICES:
         raise UserError(f"--reasoning={reasoning}: use one of {', '.join(REASONING_CHOICES)}.")
     if not input_dirs:
@@ -272,7 +275,7 @@ def prepare_sft(
                 if rec.get("finished_reasoning") is False:  # optional: only a split sample has it
                     c.unfinished += 1
                     continue
-                rec["generation"] = training_text(rec, reasoning, end_reasoning_string)
+                rec["generation"] = training_text(rec, reasoning, start_reasoning_string, end_reasoning_string)
                 pair = (rec["problem"], rec["generation"])
                 if dedupe and pair in seen:
                     c.duplicate += 1
@@ -312,13 +315,13 @@ def prepare_sft(
 REASONING_CHOICES = ("keep", "drop")
 
 
-def training_text(record: dict, reasoning: str, end: str) -> str:
+def training_text(record: dict, reasoning: str, start: str, end: str) -> str:
     """The text an SFT record trains on: the generation, with the thinking before it when it was split off and is
-    kept (as a model that opens its own trace writes it)."""
+    kept, between `start` and `end` (as the model writes it)."""
     trace = record.get("reasoning_content")  # optional: only a split sample has it
     if reasoning == "drop" or not isinstance(trace, str):
         return record["generation"]
-    return f"{START}{trace}{end}{record['generation']}"
+    return f"{start}{trace}{end}{record['generation']}"
 
 
 def _dropped(rid: str, source: str, problem: str, m: Match) -> dict:

@@ -72,6 +72,29 @@ class Params:
     eval_with_sandbox: Annotated[
         bool, Opt("--eval_with_sandbox", help="Evaluate with code execution (TIR, --tir_prompt_config) in a sandbox.")
     ] = False
+    reasoning: Annotated[
+        bool,
+        Opt(
+            "--reasoning",
+            help="A reasoning model: the eval keeps its thinking apart from the answer, the budget whatever fits the "
+            "window (vllm, sglang), and GRPO rewards the answer alone.",
+        ),
+    ] = False
+    genselect: Annotated[
+        bool, Opt("--genselect", help="The eval also runs GenSelect over each benchmark's N samples (genselect@N).")
+    ] = False
+
+
+def reasoning_args(p: Params) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """--reasoning's ++key=value for the eval and for GRPO: a reasoning model's answer is what follows its thinking
+    (inference/reasoning.py), and its long traces get what the server's window leaves (`null`; `transformers serve`
+    has no such budget: there the benchmarks' own, or --eval_args')."""
+    if not p.reasoning:
+        return (), ()
+    from pipeline_kit.inference.request_options import budget_refusal
+
+    fits = () if budget_refusal(p.server_type, True) else ("++inference.tokens_to_generate=null",)
+    return ("++parse_reasoning=true", *fits), ("++reward.parse_reasoning=true",)
 
 
 def stage_range(start_from: str, stop_after: str, tir_data: bool = False) -> list[str]:
@@ -113,10 +136,11 @@ def stages(cluster: ClusterConfig, p: Params) -> list[Stage]:
     # default prompt, as the CoT data (--tir_sft_args='++prompt_config=...' picks another)
     made_prompt = () if p.tir_data else (f"++prompt_config={p.tir_prompt_config}",)
     tir_sft_args = (*made_prompt, *sft_args, *split_args("--tir_sft_args", p.tir_sft_args))
+    eval_reasoning, grpo_reasoning = reasoning_args(p)
     training = {  # stage -> (algorithm, data flag, data, overrides, inputs beside the data)
         "cot_sft": ("sft", "--cot_data", p.cot_data, sft_args, []),
         "tir_sft": ("sft", "--tir_data", tir_sft_data, tir_sft_args, [] if p.tir_data else tir_prompt),
-        "grpo": ("grpo", "--rl_data", p.rl_data, split_args("--grpo_args", p.grpo_args), []),
+        "grpo": ("grpo", "--rl_data", p.rl_data, (*grpo_reasoning, *split_args("--grpo_args", p.grpo_args)), []),
     }  # fmt: skip
     result: list[Stage] = []
     external = [model]  # the first stage's model comes from outside the recipe: its content is part of the key
@@ -147,7 +171,8 @@ def stages(cluster: ClusterConfig, p: Params) -> list[Stage]:
                 output_dir=folder,
                 data_dir=p.data_dir,
                 sandbox=SandboxSpec() if p.eval_with_sandbox else None,
-                overrides=(*tir, *eval_args),  # the user's eval args come last: they win
+                overrides=(*tir, *eval_reasoning, *eval_args),  # the user's eval args come last: they win
+                genselect=p.genselect,
             )
             result.append(Stage(name, spec, folder, [f"{folder}/metrics.json"],
                                 [*external, *(tir_prompt if p.eval_with_sandbox else [])]))  # fmt: skip
