@@ -52,3 +52,37 @@ def test_grading_command_takes_each_benchmarks_extraction_mode_or_the_flag(tmp_p
     assert commands == {"arith": f"{GRADE_COMMAND} --extract=boxed", "stated": f"{GRADE_COMMAND} --extract=auto"}
     spec.extract = "auto"
     assert spec.generate_spec(BenchmarkRequest("arith")).postprocess_cmd == f"{GRADE_COMMAND} --extract=auto"
+
+
+def test_genselect_runs_after_every_generation_succeeded_and_the_summary_after_all(tmp_path):
+    """--genselect on Slurm, packed into 2 generation jobs each chained once (--dependent_jobs=1): one GenSelect job
+    (one server, every benchmark's picks) waits afterok for the last copy of the chain; the summary waits for
+    generation and GenSelect alike, and does not need GenSelect's folders to exist (it was skipped after a failure)."""
+    from pipeline_kit.cluster import ClusterConfig
+    from pipeline_kit.jobs.evaluate import EvalSpec, eval_jobs
+    from pipeline_kit.jobs.options import JobOptions
+    from pipeline_kit.servers.base import ServerSpec
+
+    data = tmp_path / "data"
+    for name in ("arith", "math500"):
+        (data / name).mkdir(parents=True)
+        (data / name / "test.jsonl").write_text('{"problem": "1+1", "expected_answer": "2"}\n')
+    cluster = ClusterConfig("c.yaml", "slurm", str(tmp_path / "jobs"))
+    out = tmp_path / "out"
+    spec = EvalSpec(ServerSpec("vllm", "/models/m"), parse_benchmarks("arith:4,math500:2", KNOWN), str(out),
+                    data_dir=str(data), num_jobs=2, genselect=True)  # fmt: skip
+    jobs = eval_jobs(cluster, spec, JobOptions("ev", dependent_jobs=1))
+    assert [j.name for j in jobs] == ["ev", "ev-dep1", "ev-genselect", "ev-summarize"]
+    generation, dep, picking, summary = jobs
+    assert picking.after == [dep] and picking.dependency_type == "afterok" and len(picking.groups) == 2  # + server
+    assert picking.outputs == [f"{out}/eval-results/{b}/genselect" for b in ("arith", "math500")]
+    assert summary.after == [generation, dep, picking] and summary.dependency_type is None
+    assert not any(path.endswith("/genselect") for path in summary.inputs), summary.inputs
+
+
+def test_genselect_needs_two_samples_of_every_benchmark():
+    from pipeline_kit.jobs.evaluate import EvalSpec
+    from pipeline_kit.servers.base import ServerSpec
+
+    with pytest.raises(UserError, match=r"--benchmarks gives aime24:1, math:0: ask for at least 2"):
+        EvalSpec(ServerSpec("vllm", "/m"), parse_benchmarks("arith:2,aime24:1,math", KNOWN), "/o", genselect=True)
