@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 import os
 import shutil
 import stat
@@ -56,9 +58,6 @@ def _nemo_run_without_its_cli() -> ModuleType:
     then given the names kit uses; nemo-run's modules import their own dependencies by their full names, and the one
     that does `import nemo_run as run` (run/experiment.py) only reads `run.__version__`. An imported nemo_run (a
     user's code in the same process, a test) is used as it is."""
-    import importlib
-    import importlib.util
-
     if "nemo_run" in sys.modules:
         return sys.modules["nemo_run"]
     spec = importlib.util.find_spec("nemo_run")
