@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 from conftest import SERVICES, need, skip_or_fail
 
-# hydra (0.25 s) parses the generation script's overrides; at submission kit checks plain ones without it
-HEAVY = ("torch", "transformers", "vllm", "litellm", "hydra")
+# hydra (0.25 s) parses the generation script's overrides; at submission kit checks plain ones without it. nemo-run's
+# own CLI (typer help, omegaconf, catalogue: 0.3 s in its package __init__) is not needed to launch (nemorun_env.py)
+HEAVY = ("torch", "transformers", "vllm", "litellm", "hydra", "nemo_run.cli")
 
 # runs kit in-process, then prints one JSON line: its exit code, which heavy modules got imported, and whether
 # torch can still be found (kit's placeholders for the blocked modules must be gone once nemo-run is imported)
