@@ -57,7 +57,7 @@ def main() -> None:
             "--model=m",
             "--input_file=in.jsonl",
             "--output_dir=/tmp/kit-bench-out",
-        ],  # fmt: skip
+        ],
         "run_cmd --dry_run": ["run_cmd", *common, "--command=echo hi"],
         "python -c pass": None,
     }

@@ -213,14 +213,15 @@ def test_eval_genselect_of_a_reasoning_models_samples_beside_pass_and_majority(k
     assert again.returncode == 0 and len(server.requests()) == 40, again.stdout[-2000:] + again.stderr
 
 
-def test_eval_genselect_needs_samples_of_every_benchmark(kit, configs, benchmarks, tmp_path):
+def test_eval_genselect_needs_samples_of_every_benchmark(kit, configs, tmp_path):
+    """Refused before any data is read: each benchmark with fewer than 2 samples is named."""
     d = configs("local", "executor: none\njob_dir: JOB_DIR\n")
     res = kit(
         "eval", "--cluster=local", f"--config_dir={d}", "--server_type=openai", "--server_address=http://127.0.0.1:9/v1",
-        "--model=m", f"--output_dir={tmp_path / 'out'}", *benchmarks, "--benchmarks=arith:4,sums", "--genselect",
+        "--model=m", f"--output_dir={tmp_path / 'out'}", "--benchmarks=arith:4,aime24:1,math500", "--genselect",
     )  # fmt: skip
     assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
-    assert "--benchmarks gives sums:0: ask for at least 2" in res.stderr, res.stderr
+    assert "--benchmarks gives aime24:1, math500:0: ask for at least 2" in res.stderr, res.stderr
 
 
 def test_judge_verdict_is_its_last_judgement_line():

@@ -78,11 +78,3 @@ def test_genselect_runs_after_every_generation_succeeded_and_the_summary_after_a
     assert picking.outputs == [f"{out}/eval-results/{b}/genselect" for b in ("arith", "math500")]
     assert summary.after == [generation, dep, picking] and summary.dependency_type is None
     assert not any(path.endswith("/genselect") for path in summary.inputs), summary.inputs
-
-
-def test_genselect_needs_two_samples_of_every_benchmark():
-    from pipeline_kit.jobs.evaluate import EvalSpec
-    from pipeline_kit.servers.base import ServerSpec
-
-    with pytest.raises(UserError, match=r"--benchmarks gives aime24:1, math:0: ask for at least 2"):
-        EvalSpec(ServerSpec("vllm", "/m"), parse_benchmarks("arith:2,aime24:1,math", KNOWN), "/o", genselect=True)

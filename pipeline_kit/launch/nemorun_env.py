@@ -53,11 +53,11 @@ USED = {
 
 def _nemo_run_without_its_cli() -> ModuleType:
     """The nemo_run package with only the modules kit uses. Its __init__ also imports its own CLI (typer's rich
-    help, omegaconf, catalogue) and API helpers: 1.35 s of CPU on 2 cores, against 1.03 s for the modules below
-    (10 imports each; perf/README.md, "CPU per kit command"). The package object is made from its spec without running __init__,
-    then given the names kit uses; nemo-run's modules import their own dependencies by their full names, and the one
-    that does `import nemo_run as run` (run/experiment.py) only reads `run.__version__`. An imported nemo_run (a
-    user's code in the same process, a test) is used as it is."""
+    help, omegaconf, catalogue) and API helpers: 1.35 s of CPU on 2 cores, against 1.03 s for the modules below (10
+    imports each; perf/README.md, "CPU per kit command"). The package object is made from its spec without running
+    its __init__, then given the names kit uses; nemo-run's modules import their own dependencies by their full
+    names, and the one that does `import nemo_run as run` (run/experiment.py) only reads `run.__version__`. An
+    imported nemo_run (a user's code in the same process, a test) is used as it is."""
     if "nemo_run" in sys.modules:
         return sys.modules["nemo_run"]
     spec = importlib.util.find_spec("nemo_run")
