@@ -3,7 +3,7 @@
   python perf/bare_trl.py sft|grpo MODEL ROWS.jsonl OUTPUT_DIR KEY=VALUE...
 
 ROWS.jsonl holds TRL's conversational rows (`prompt` + `completion` for SFT, `prompt` + `expected_answer` for GRPO).
-KEY=VALUE: max_steps, micro_batch_size, learning_rate, max_length, num_generations, max_completion_length, seed.
+KEY=VALUE: max_steps, logging_steps (0: max_steps), micro_batch_size, learning_rate, max_length, num_generations, max_completion_length, seed.
 Prints `trained to step N in X s` (the time of trainer.train()), as kit's trainer does.
 """
 
@@ -27,14 +27,16 @@ def boxed_reward(completions, expected_answer, **_):
 
 def main() -> None:
     algorithm, model, rows_path, output_dir, *pairs = sys.argv[1:]
-    opts = {"max_steps": 100, "micro_batch_size": 8, "learning_rate": 1e-5, "max_length": 256, "num_generations": 8,
+    opts = {"max_steps": 100, "logging_steps": 0, "micro_batch_size": 8, "learning_rate": 1e-5, "max_length": 256, "num_generations": 8,
             "max_completion_length": 64, "seed": 42}  # fmt: skip
     for pair in pairs:
         key, value = pair.split("=", 1)
         opts[key] = type(opts[key])(value)
 
+    import torch
     from datasets import Dataset
 
+    gpu = torch.cuda.is_available()
     with open(rows_path) as f:
         data = Dataset.from_list([json.loads(line) for line in f])
     common = {
@@ -44,15 +46,15 @@ def main() -> None:
         "learning_rate": opts["learning_rate"],
         "seed": opts["seed"],
         "save_steps": opts["max_steps"],
-        "logging_steps": opts["max_steps"],
+        "logging_steps": opts["logging_steps"] or opts["max_steps"],
         "lr_scheduler_type": "cosine",
         "logging_first_step": True,
         "report_to": ["tensorboard"],
         "disable_tqdm": True,
-        "use_cpu": True,
-        # kit's settings on CPU, set here because TRL's own defaults differ: fp32 (TRL: bf16 unless fp16) and no
-        # activation checkpointing (TRL: gradient_checkpointing=True); left to TRL, this script runs ~10% slower
-        "bf16": False,
+        "use_cpu": not gpu,
+        # kit's settings, set here because TRL's own differ: bf16 on a GPU and fp32 on CPU (TRL: bf16 unless fp16),
+        # no activation checkpointing (TRL: gradient_checkpointing=True); left to TRL, this script runs ~10% slower
+        "bf16": gpu,
         "activation_checkpointing": False,
     }
     if algorithm == "sft":

@@ -19,6 +19,7 @@ import json
 import os
 import random
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -27,6 +28,7 @@ import time
 from pathlib import Path
 
 BIN = Path(sys.executable).parent
+KIT = shutil.which("kit", path=str(BIN)) or shutil.which("kit") or str(BIN / "kit")  # a --target install: on PATH
 HERE = Path(__file__).resolve().parent
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
 TARGET = 0.95
@@ -68,7 +70,7 @@ def write_data(root: Path) -> dict[str, tuple[Path, Path]]:
 
 
 def user_repo(root: Path) -> Path:
-    """A committed git repo for kit to package, like a researcher's project."""
+    """A committed git repo for kit to package, like a researcher's project (a plain folder where git is missing)."""
     repo = root / "proj"
     repo.mkdir()
     (repo / "README").write_text("bench\n")
@@ -77,28 +79,37 @@ def user_repo(root: Path) -> Path:
         ["add", "."],
         ["-c", "user.name=b", "-c", "user.email=b@b", "commit", "-q", "-m", "i"],
     ):
-        subprocess.run(["git", *args], cwd=repo, check=True)
+        if shutil.which("git"):
+            subprocess.run(["git", *args], cwd=repo, check=True)
     return repo
 
 
-def run_kit(algorithm: str, model: str, data: Path, out: Path, steps: int, root: Path) -> dict:
+def run_kit(
+    algorithm: str, model: str, data: Path, out: Path, steps: int, root: Path, settings: dict | None = None, *more: str
+) -> dict:
+    """`kit ALGORITHM` from root/proj (KIT_HOME root/home) with SETTINGS (or `settings`) and `more` flags."""
     home = root / "home"
-    overrides = [f"++{k}={v}" for k, v in SETTINGS[algorithm].items()]
-    args = [str(BIN / "kit"), algorithm, f"--expname={out.name}", f"--model={model}", f"--training_data={data}",
-            f"--output_dir={out}", f"++max_steps={steps}", f"++save_steps={steps}", f"++logging_steps={steps}",
-            *overrides]  # fmt: skip
+    overrides = [f"++{k}={v}" for k, v in (settings or SETTINGS[algorithm]).items()]
+    args = [KIT, algorithm, f"--expname={out.name}", f"--model={model}", f"--training_data={data}",
+            f"--output_dir={out}", f"++max_steps={steps}", f"++save_steps={steps}",
+            f"++logging_steps={(settings or {}).get('logging_steps', steps)}",
+            *(o for o in overrides if not o.startswith("++logging_steps=")), *more]  # fmt: skip
     t0 = time.perf_counter()
-    res = subprocess.run(args, cwd=root / "proj", env={**ENV, "KIT_HOME": str(home)}, capture_output=True, text=True)
+    env = {**ENV, "KIT_HOME": str(home)}
+    res = subprocess.run(args, cwd=root / "proj", env=env, capture_output=True, text=True)
     wall = time.perf_counter() - t0
-    logs = re.findall(r"^--- (\S+trainer\.log) \(last lines\)", res.stdout, re.M)  # kit prints each log's tail
-    text = Path(logs[-1]).read_text() if logs else res.stdout
+    # the trainer's log, found as a user finds it: `kit logs EXPNAME` names each log (`--- PATH`) before its tail
+    listing = subprocess.run([KIT, "logs", out.name, "--lines=1"], cwd=root / "proj", env=env, capture_output=True,
+                             text=True).stdout  # fmt: skip
+    logs = re.findall(r"^--- (\S+trainer\.log)", listing, re.M)
+    text = Path(logs[-1]).read_text() if logs else res.stdout + res.stderr
     if res.returncode != 0:
         sys.exit(f"kit {algorithm} failed:\n{res.stdout[-2000:]}\n{text[-2000:]}")
     return measure(text, wall, out, steps)
 
 
-def run_bare(algorithm: str, model: str, rows: Path, out: Path, steps: int) -> dict:
-    pairs = [f"{k}={v}" for k, v in SETTINGS[algorithm].items()]
+def run_bare(algorithm: str, model: str, rows: Path, out: Path, steps: int, settings: dict | None = None) -> dict:
+    pairs = [f"{k}={v}" for k, v in (settings or SETTINGS[algorithm]).items()]
     args = [sys.executable, str(HERE / "bare_trl.py"), algorithm, model, str(rows), str(out), f"max_steps={steps}",
             *pairs]  # fmt: skip
     t0 = time.perf_counter()
