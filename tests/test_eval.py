@@ -29,7 +29,13 @@ def generate():
     return [{"id": f"s{i}", "problem": f"What is {i}+{9 - i % 3}?", "expected_answer": str(i + 9 - i % 3)}
             for i in range(1, 11)]
 '''
-VLLM_ENV = ["VLLM_CPU_OMP_THREADS_BIND=nobind", "VLLM_NO_USAGE_STATS=1", "HF_HUB_OFFLINE=1", "TRANSFORMERS_OFFLINE=1"]
+VLLM_ENV = [
+    "VLLM_ENABLE_V1_MULTIPROCESSING=0",
+    "VLLM_CPU_OMP_THREADS_BIND=nobind",
+    "VLLM_NO_USAGE_STATS=1",
+    "HF_HUB_OFFLINE=1",
+    "TRANSFORMERS_OFFLINE=1",
+]
 
 
 @pytest.fixture
