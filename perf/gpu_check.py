@@ -51,12 +51,12 @@ GRPO = {"micro_batch_size": 8, "num_generations": 4, "max_completion_length": 32
 
 
 def machine(device: str) -> dict:
-    import torch
-    import transformers
-    import trl
+    from importlib.metadata import version
+
+    import torch  # make_model needs it anyway; trl is only asked for its version (its import costs seconds)
 
     info = {"device": device, "python": platform.python_version(), "torch": torch.__version__,
-            "transformers": transformers.__version__, "trl": trl.__version__, "cpus": os.cpu_count()}  # fmt: skip
+            "transformers": version("transformers"), "trl": version("trl"), "cpus": os.cpu_count()}  # fmt: skip
     if device == "cuda":
         info["gpu"] = torch.cuda.get_device_name(0)
         info["gpu_memory_gib"] = round(torch.cuda.get_device_properties(0).total_memory / 2**30, 1)

@@ -39,7 +39,10 @@ if [ -d "$WHEELS" ]; then
   echo "gpu_check.sh: kit and $(ls "$WHEELS" | wc -l) wheels installed in $(($(date +%s) - T0)) s"
 fi
 command -v kit >/dev/null || { echo "gpu_check.sh: no kit on PATH (pip install -e '.[train,generate,eval]')" >&2; exit 1; }
-# every module the steps import, so that a missing wheel is named before anything runs
+# a GPU first (torch alone), then every module the steps import, so that a missing wheel is named before anything runs
+"$PYTHON" -c 'import sys, torch
+torch.cuda.is_available() or sys.exit("gpu_check.sh: torch sees no GPU (run tests/test_gpu_check.py, its CPU rehearsal)")' ||
+  exit 1
 "$PYTHON" - <<'EOF' || exit 1
 import importlib, sys
 from pipeline_kit.launch import nemorun_env
@@ -54,9 +57,6 @@ for m in mods:
         missing.append(f"{m} ({type(e).__name__}: {e})")
 if missing:
     sys.exit("gpu_check.sh: cannot import " + "; ".join(missing))
-import torch
-if not torch.cuda.is_available():
-    sys.exit("gpu_check.sh: torch sees no GPU (run tests/test_gpu_check.py's CPU rehearsal instead)")
 EOF
 PYTHONUNBUFFERED=1 "$PYTHON" perf/gpu_check.py --out "$OUT_FILE" --device cuda "${@:2}"
 rc=$?

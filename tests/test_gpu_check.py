@@ -41,7 +41,7 @@ def test_gpu_check_steps_on_cpu(tmp_path):
 
 
 def test_gpu_check_sh_refuses_a_machine_without_a_gpu(tmp_path):
-    """Without a GPU the shell script stops after its import check, in one line, and writes no results."""
+    """Without a GPU the shell script stops before anything runs, in one line, and writes no results."""
     need_module("trl", "pip install -e '.[train]'")
     out = tmp_path / "gpu_check.json"
     # no wheels' folder: nothing to install; kit and the libraries are this venv's
@@ -54,6 +54,6 @@ def test_gpu_check_sh_refuses_a_machine_without_a_gpu(tmp_path):
     res = subprocess.run(["bash", "perf/gpu_check.sh", str(out)], cwd=REPO, env=env, capture_output=True, text=True)
     assert res.returncode == 1
     assert res.stderr.strip().splitlines()[-1] == (
-        "gpu_check.sh: torch sees no GPU (run tests/test_gpu_check.py's CPU rehearsal instead)"
+        "gpu_check.sh: torch sees no GPU (run tests/test_gpu_check.py, its CPU rehearsal)"
     )
     assert not out.exists()
