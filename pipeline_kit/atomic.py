@@ -4,11 +4,14 @@ any file. mkstemp alone would leave every such file -rw------- whatever the umas
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import glob
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+from typing import IO
 
 
 def current_umask() -> int:
@@ -34,13 +37,21 @@ def default_mode(base: int = 0o666) -> int:
 def write_atomic(path: str | Path, text: str, private: bool = False) -> None:
     """Write `text` to `path` atomically, with the umask's mode; `private` keeps it to its owner (0600 at most),
     for a file that may hold secrets. An OSError (a full disk: no_space) names `path` as its filename."""
+    with open_atomic(path, private=private) as f:
+        f.write(text)
+
+
+@contextlib.contextmanager
+def open_atomic(path: str | Path, mode: str = "w", private: bool = False) -> Iterator[IO]:
+    """A file object (`mode` "w" or "wb") whose content replaces `path` when the block ends without an error, for a
+    writer that streams rather than holds the whole text (write_atomic's rules otherwise)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
-        with os.fdopen(fd, "w") as f:
+        with os.fdopen(fd, mode) as f:
             os.fchmod(f.fileno(), default_mode(0o600 if private else 0o666))
-            f.write(text)
+            yield f
         os.replace(tmp, path)
     except BaseException as e:
         Path(tmp).unlink(missing_ok=True)

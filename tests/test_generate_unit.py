@@ -157,6 +157,46 @@ def test_two_chunks_finishing_together_merge_once(tmp_path):
     assert final.read_text() == '{"chunk": 0}\n{"chunk": 1}\n'
 
 
+def test_finished_samples_stay_on_disk_not_in_memory_and_finish_orders_them(tmp_path):
+    """The in-progress file keeps no sample's text in memory (issue 32 part 3: reasoning samples run to 32k tokens):
+    200 samples of 128 KiB are appended and copied into the final file with at most a few samples' text allocated
+    at once; the final file is in input order without kit's keys; a failed sample keeps the unit from being done;
+    a torn last line and the failed sample are dropped on reopening."""
+    import tracemalloc
+
+    from pipeline_kit.inference.unit_files import InProgress
+
+    final, n, size = tmp_path / "output.jsonl", 200, 128 * 1024
+    progress = InProgress(final)
+    tracemalloc.start()
+    for position in reversed(range(n)):  # finished out of order, as requests do
+        progress.add(position, {"id": position, "generation": chr(ord("a") + position % 26) * size})
+    held = tracemalloc.get_traced_memory()[0]
+    progress.finish(final, n, {"inference.temperature": 0.0})
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert held < 2 * size and peak < 8 * size, (held, peak)  # all of them: 200 x 128 KiB = 25 MiB
+    records = [json.loads(line) for line in final.open()]
+    assert [r["id"] for r in records] == list(range(n)) and all(set(r) == {"id", "generation"} for r in records)
+    assert records[27]["generation"] == "b" * size and final.with_name("output.jsonl.done").exists()
+
+    final2 = tmp_path / "second.jsonl"
+    progress = InProgress(final2)
+    progress.add(1, {"id": 1, "generation": "x"})
+    progress.add(0, {"id": 0, "error": "refused"}, failed=True)
+    progress.finish(final2, 2, {})
+    assert [json.loads(line)["id"] for line in final2.open()] == [0, 1]
+    assert not final2.with_name("second.jsonl.done").exists()
+    with open(tmp_path / "second.jsonl.in-progress", "a") as f:
+        f.write('{"_kit_position": 2, "id": 2, "generation": "torn')  # killed mid-write
+    reopened = InProgress(final2)
+    assert sorted(reopened.lines) == [1]  # the failed sample and the torn line are asked again
+    reopened.add(0, {"id": 0, "generation": "y"})
+    reopened.finish(final2, 2, {})
+    assert [json.loads(line)["generation"] for line in final2.open()] == ["y", "x"]
+    assert final2.with_name("second.jsonl.done").exists()
+
+
 def test_server_never_ready_fails_with_log_tail_within_timeout(stub, tmp_path):
     server = stub("--never_ready")
     log = tmp_path / "server.log"

@@ -118,6 +118,23 @@ def text_prompt_fields(server_type: str | None) -> dict:
     return {"add_special_tokens": False} if server_type == "vllm" else {}
 
 
+# httpx makes every response a reference cycle (the Response and its BoundAsyncStream), so a finished response, its
+# body and the parsed JSON with it, is freed only by the cyclic garbage collector. A long request outlives the
+# collections of the young generations, so its garbage waits for a full collection, which Python runs rarely: at
+# 32k-token samples and 64 in flight, 208 responses were alive at once. A full collection after every COLLECT_TEXT
+# characters of answers (64 samples of 32k tokens) keeps that garbage to a few samples' worth; after gc.freeze (see
+# import_litellm) it walks only what the requests made (perf/README.md, "Reasoning-length samples").
+COLLECT_TEXT = 8 * 2**20
+_uncollected = [0]  # characters of answers received since the last collection, in this process
+
+
+def collect_after(answer_chars: int) -> None:
+    _uncollected[0] += answer_chars
+    if _uncollected[0] >= COLLECT_TEXT:
+        _uncollected[0] = 0
+        gc.collect()
+
+
 # the context window (max_model_len of /v1/models, None where not said) of each (base_url, model) asked so far: the
 # units of a job ask one server
 _WINDOWS: dict[tuple[str, str], int | None] = {}
@@ -327,6 +344,7 @@ class GenerationClient:
             try:
                 answer = await request(fit)
                 reach.answered()
+                collect_after(len(answer.text) + (len(answer.reasoning.trace) if answer.reasoning else 0))
                 clamped_to = await self._clamped_to(asked, fit, answer)
                 self.clamped += clamped_to is not None
                 logprobs = answer.logprobs

@@ -123,7 +123,7 @@ async def run_units(works: list[UnitWork], api_key: str | None, done_before: int
         task = work.make_task(work.cfg)
         rows = task.rows
         progress_file = unit_files.InProgress(work.cfg.output_file)
-        todo = [i for i in range(len(rows)) if i not in progress_file.samples]
+        todo = [i for i in range(len(rows)) if i not in progress_file.lines]
         say(
             f"{work.cfg.output_file}: {len(rows)} samples, {len(rows) - len(todo)} already done, {len(todo)} to request"
         )

@@ -7,9 +7,10 @@ import fcntl
 import json
 import math
 import os
+import shutil
 from pathlib import Path
 
-from pipeline_kit.atomic import write_atomic
+from pipeline_kit.atomic import open_atomic, write_atomic
 from pipeline_kit.errors import UserError
 from pipeline_kit.inference.done_key import check_chunk_keys, done_marker, write_done
 from pipeline_kit.jsonl import numbered_records
@@ -61,23 +62,27 @@ def chunk_of(rows: list, chunk_id: int | None, num_chunks: int | None) -> list:
 class InProgress:
     """Finished samples, appended one JSON line each as they complete. On open, a torn last line (the process was
     killed mid-write) is dropped, so appends start on a clean line, and so are failed samples (the server refused
-    their request, see refusals.py), so that they are requested again."""
+    their request, see refusals.py), so that they are requested again. It keeps no sample's text in memory: `lines`
+    maps each finished sample's position to where its line lies in the file, and `finish` copies the lines into
+    the final file in input order, one at a time (a chunk of 32k-token samples is tens of MiB of text)."""
 
     def __init__(self, final: str | Path):
         self.path = in_progress_file(final)
-        self.samples: dict[int, dict] = {}
+        self.lines: dict[int, tuple[int, int, bool]] = {}  # position -> (offset, length, failed) of its line
+        self._size = 0
         if self.path.exists():
-            kept = []
-            for line in self.path.read_text().splitlines():
-                try:
-                    sample = json.loads(line)
-                    position = sample[POSITION_KEY]
-                except (json.JSONDecodeError, KeyError, TypeError):
-                    continue
-                if not sample.get(FAILED_KEY):  # only failed samples have it
-                    self.samples[position] = sample
-                    kept.append(line)
-            write_atomic(self.path, "".join(f"{line}\n" for line in kept))
+            with open(self.path, "rb") as old, open_atomic(self.path, "wb") as kept:
+                for line in old:
+                    try:
+                        sample = json.loads(line)
+                        position = sample[POSITION_KEY]
+                    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError):
+                        continue
+                    if sample.get(FAILED_KEY) or not line.endswith(b"\n"):  # only failed samples have the key
+                        continue
+                    self.lines[position] = (self._size, len(line), False)
+                    kept.write(line)
+                    self._size += len(line)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
 
@@ -95,20 +100,24 @@ class InProgress:
                 os.ftruncate(self._fd, os.fstat(self._fd).st_size - written)
             e.filename = str(self.path)
             raise
-        self.samples[position] = sample
+        self.lines[position] = (self._size, len(data), failed)
+        self._size += len(data)
 
     def finish(self, final: str | Path, count: int, key: dict[str, object]) -> None:
         """Write the final file in input order, then its .done marker (with `key`), then drop the in-progress file.
         With failed samples the final file is written (their `error` shows there) but not
         marked done, and the in-progress file stays: a rerun requests only those samples."""
         self.close()
-        ordered = [self.samples[i] for i in range(count)]
-        text = "".join(
-            json.dumps({k: v for k, v in s.items() if k not in (POSITION_KEY, FAILED_KEY)}, ensure_ascii=False) + "\n"
-            for s in ordered
-        )
-        write_atomic(Path(final), text)
-        if not any(FAILED_KEY in s for s in ordered):
+        with open(self.path, "rb") as src, open_atomic(final) as out:
+            for i in range(count):
+                offset, length, _ = self.lines[i]
+                src.seek(offset)
+                sample = json.loads(src.read(length))
+                out.write(
+                    json.dumps({k: v for k, v in sample.items() if k not in (POSITION_KEY, FAILED_KEY)},
+                               ensure_ascii=False) + "\n"
+                )  # fmt: skip
+        if not any(self.lines[i][2] for i in range(count)):
             write_done(final, key)
             self.path.unlink(missing_ok=True)
 
@@ -131,7 +140,10 @@ def merge_chunks(final: Path, num_chunks: int, key: dict[str, object]) -> bool:
         if not all(done_marker(c).exists() for c in chunks):
             return False
         check_chunk_keys(chunks, key)
-        write_atomic(final, "".join(c.read_text() for c in chunks))
+        with open_atomic(final, "wb") as out:  # one chunk's block at a time, not all of them in memory
+            for c in chunks:
+                with open(c, "rb") as src:
+                    shutil.copyfileobj(src, out)
         write_done(final, key)
         for c in chunks:
             c.unlink(missing_ok=True)
