@@ -4,7 +4,7 @@
 # writes tokens/s for `kit sft` and bare TRL, and each command's exit, to OUT_FILE [perf/gpu_check.json]. ~6 min on
 # one H100; results: perf/README.md, "GPU check".
 #   perf/gpu_check.sh --fetch_wheels   (on a machine with PyPI) fills WHEELS from perf/gpu_check_wheels.txt
-# Env: WHEELS [.whl] the wheels' folder (53 MiB; git ignores it); SITE [/tmp/kit-gpu-site] where they install;
+# Env: WHEELS [.whl] the wheels' folder (53 MiB; .gitignore lists it); SITE [/tmp/kit-gpu-site] where they install;
 #      PYTHON [python3] the interpreter that has torch with CUDA.
 set -uo pipefail
 cd "$(dirname "$0")/.."
