@@ -3,7 +3,8 @@
   python perf/bare_trl.py sft|grpo MODEL ROWS.jsonl OUTPUT_DIR KEY=VALUE...
 
 ROWS.jsonl holds TRL's conversational rows (`prompt` + `completion` for SFT, `prompt` + `expected_answer` for GRPO).
-KEY=VALUE: max_steps, logging_steps (0: max_steps), micro_batch_size, learning_rate, max_length, num_generations, max_completion_length, seed.
+KEY=VALUE: max_steps, logging_steps (0: max_steps), micro_batch_size, learning_rate, max_length, num_generations,
+max_completion_length, seed.
 Prints `trained to step N in X s` (the time of trainer.train()), as kit's trainer does.
 """
 
@@ -27,8 +28,8 @@ def boxed_reward(completions, expected_answer, **_):
 
 def main() -> None:
     algorithm, model, rows_path, output_dir, *pairs = sys.argv[1:]
-    opts = {"max_steps": 100, "logging_steps": 0, "micro_batch_size": 8, "learning_rate": 1e-5, "max_length": 256, "num_generations": 8,
-            "max_completion_length": 64, "seed": 42}  # fmt: skip
+    opts = {"max_steps": 100, "logging_steps": 0, "micro_batch_size": 8, "learning_rate": 1e-5, "max_length": 256,
+            "num_generations": 8, "max_completion_length": 64, "seed": 42}  # fmt: skip
     for pair in pairs:
         key, value = pair.split("=", 1)
         opts[key] = type(opts[key])(value)

@@ -74,26 +74,26 @@ def user_repo(root: Path) -> Path:
     repo = root / "proj"
     repo.mkdir()
     (repo / "README").write_text("bench\n")
+    if shutil.which("git") is None:
+        return repo
     for args in (
         ["init", "-q"],
         ["add", "."],
         ["-c", "user.name=b", "-c", "user.email=b@b", "commit", "-q", "-m", "i"],
     ):
-        if shutil.which("git"):
-            subprocess.run(["git", *args], cwd=repo, check=True)
+        subprocess.run(["git", *args], cwd=repo, check=True)
     return repo
 
 
 def run_kit(
     algorithm: str, model: str, data: Path, out: Path, steps: int, root: Path, settings: dict | None = None, *more: str
 ) -> dict:
-    """`kit ALGORITHM` from root/proj (KIT_HOME root/home) with SETTINGS (or `settings`) and `more` flags."""
+    """`kit ALGORITHM` from root/proj (KIT_HOME root/home) with SETTINGS (or `settings`; logging at the last step
+    unless they say `logging_steps`) and `more` flags."""
     home = root / "home"
-    overrides = [f"++{k}={v}" for k, v in (settings or SETTINGS[algorithm]).items()]
+    overrides = [f"++{k}={v}" for k, v in {"logging_steps": steps, **(settings or SETTINGS[algorithm])}.items()]
     args = [KIT, algorithm, f"--expname={out.name}", f"--model={model}", f"--training_data={data}",
-            f"--output_dir={out}", f"++max_steps={steps}", f"++save_steps={steps}",
-            f"++logging_steps={(settings or {}).get('logging_steps', steps)}",
-            *(o for o in overrides if not o.startswith("++logging_steps=")), *more]  # fmt: skip
+            f"--output_dir={out}", f"++max_steps={steps}", f"++save_steps={steps}", *overrides, *more]  # fmt: skip
     t0 = time.perf_counter()
     env = {**ENV, "KIT_HOME": str(home)}
     res = subprocess.run(args, cwd=root / "proj", env=env, capture_output=True, text=True)

@@ -25,6 +25,7 @@ import platform
 import random
 import subprocess
 import sys
+import tempfile
 import time
 import traceback
 from pathlib import Path
@@ -33,6 +34,8 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent / "recipes" / "quickstart")]
 
 import bench_training as bench  # noqa: E402  (perf/: the kit-vs-bare measurement, shared)
+
+from pipeline_kit.atomic import write_atomic  # noqa: E402
 
 # The model's shape on each device; Qwen2.5-0.5B's body on cuda
 SHAPES = {
@@ -172,8 +175,6 @@ def main() -> int:
     parser.add_argument("--root", type=Path, help="work folder [a new temporary one]")
     parser.add_argument("--only", help="comma-separated steps to run [all: sft,dpo,grpo,eval]")
     args = parser.parse_args()
-    import tempfile
-
     root = args.root or Path(tempfile.mkdtemp(prefix="kit-gpu-check-"))
     report: dict = {"machine": machine(args.device), "steps": {}}
     t0 = time.perf_counter()
@@ -202,9 +203,7 @@ def main() -> int:
 
 
 def write(path: Path, report: dict) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(report, indent=1) + "\n")
-    os.replace(tmp, path)
+    write_atomic(path, json.dumps(report, indent=1) + "\n")
 
 
 if __name__ == "__main__":

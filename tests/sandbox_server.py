@@ -104,19 +104,6 @@ def children(pid: int) -> set[int]:
     return {child for child, (_, parent, _, _) in _processes().items() if parent == pid}
 
 
-def descendants(root: int) -> set[int]:
-    """The processes below `root` in the process tree."""
-    children: dict[int, list[int]] = {}
-    for pid, (_, parent, _, _) in _processes().items():
-        children.setdefault(parent, []).append(pid)
-    found, todo = set(), [root]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.add(child)
-            todo.append(child)
-    return found
-
-
 def sandbox_pids(mine: int | None = None) -> set[int]:
     """Processes running as the sandbox's uid (nobody): the workers, sessions and any live execution. Those that
     provably belong to another sandbox server on this host (other tests', on other xdist workers) are left out:
