@@ -9,23 +9,41 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-FORMATS = ("jsonl", "json", "parquet")  # json: one array of objects; parquet needs pyarrow
+# json: one array of objects; csv: a header line, then one row per line; xml: every element named `rows` is a row
+# (its attributes and its child elements' text); parquet needs pyarrow
+FORMATS = ("jsonl", "json", "csv", "xml", "parquet")
 
 
 @dataclass(frozen=True)
 class Source:
     """Where a benchmark's rows come from: an http(s) URL of a file in one of FORMATS, as upstream publishes it
-    (e.g. https://huggingface.co/datasets/<repo>/resolve/main/<file> or a raw.githubusercontent.com file).
-    KIT_DATASETS_BASE_URL redirects every such URL (see pipeline_kit/benchmarks/prepare.py)."""
+    (e.g. https://huggingface.co/datasets/<repo>/resolve/<revision>/<file> or a raw.githubusercontent.com file at a
+    commit). KIT_DATASETS_BASE_URL redirects every such URL (see pipeline_kit/benchmarks/prepare.py). `rows`: the
+    element that is one row of an xml file; `label`: a name for the file when a benchmark has several (SOURCE a
+    tuple), handed to a prepare(row, index, source) that takes three arguments."""
 
     url: str
     format: str
+    rows: str = ""
+    label: str = ""
 
     def __post_init__(self):
         if not re.match(r"^(https?://[^/]+/|file:///)", self.url):
             raise ValueError(f"Source url {self.url!r} is not an http(s):// or file:// URL")
         if self.format not in FORMATS:
             raise ValueError(f"Source format {self.format!r} is not one of {', '.join(FORMATS)}")
+        if (self.format == "xml") != bool(self.rows):
+            raise ValueError(f"Source {self.url}: rows= names the row element of an xml file, and only of one")
+
+    @property
+    def revision(self) -> str | None:
+        """The commit or dataset revision the URL pins (40 hex digits), or None where it names a branch."""
+        m = re.match(
+            r"^https?://(raw\.githubusercontent\.com/[^/]+/[^/]+|huggingface\.co/datasets/[^/]+/[^/]+/resolve)/"
+            r"([^/]+)/",
+            self.url,
+        )
+        return m.group(2) if m and re.fullmatch(r"[0-9a-f]{40}", m.group(2)) else None
 
 
 def last_boxed(text: str) -> str | None:

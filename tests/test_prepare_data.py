@@ -375,7 +375,11 @@ def test_extra_datasets(kit, mirror, tmp_path):
 
     listing = kit("prepare_data", "--list", f"--extra_datasets={extra}")
     assert listing.returncode == 0, listing.stderr
-    assert any(line.split()[:4] == ["mine", "math", "2", "example.org"] for line in listing.stdout.splitlines())
+    # name, rows (unknown: it pins none), seeds, tokens, licence (unstated), source
+    assert any(
+        line.split()[:7] == ["mine", "?", "2", "256", "not", "stated", "example.org"]
+        for line in listing.stdout.splitlines()
+    ), listing.stdout
     assert "_helpers" not in listing.stdout and "math500" in listing.stdout
 
     res = kit("prepare_data", "mine", f"--extra_datasets={extra}", env=mirror.env)  # no --data_dir: next to mine.py
@@ -392,7 +396,10 @@ def test_extra_datasets(kit, mirror, tmp_path):
         (lambda t: t.replace('PROMPT_CONFIG = "generic/math"\n', ""), "does not set PROMPT_CONFIG"),
         (lambda t: t.replace("TEMPERATURE =", "TEMPRATURE ="), "unknown setting TEMPRATURE; did you mean TEMPERATURE?"),
         (lambda t: t.replace("NUM_SAMPLES = 2", "NUM_SAMPLES = '2'"), "NUM_SAMPLES = '2' must be int"),
-        (lambda t: t.replace('"json")', '"csv")'), "Source format 'csv' is not one of jsonl, json, parquet"),
+        (
+            lambda t: t.replace('"json")', '"yaml")'),
+            "Source format 'yaml' is not one of jsonl, json, csv, xml, parquet",
+        ),
         (lambda t: t.replace("def prepare(row, index):", "def prepar(row, index):"), "defines no prepare(row, index)"),
         (lambda t: t + "\ndef broken(:\n", "syntax error in benchmark module"),
         (lambda t: t + '\nEXTRACT = "box"\n', "EXTRACT='box' is not an extraction mode; use one of: boxed, auto"),

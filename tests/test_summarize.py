@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from pipeline_kit.data_fingerprint import Fingerprint
 from pipeline_kit.cli.main import main
 from pipeline_kit.evaluation.metrics import Run, pass_at_k, sampled_metrics
 
@@ -172,13 +173,19 @@ def test_golden_summarize(tmp_path: Path):
         *(f"majority@{k}" for k in ks4),
         *(f"pass@{k}" for k in ks4),
         "majority[equivalent]@4",
+        "data",
     ]
     assert set(metrics["geometry"]) == {
         *(f"pass@1[avg-of-{k}]" for k in ks3),
         *(f"majority@{k}" for k in ks3),
         *(f"pass@{k}" for k in ks3),
         "majority[equivalent]@3",  # letters: the same as majority@3
+        "data",
     }
+    # the rows each benchmark ran on (those of its data file); a user's benchmark, so no pin to compare with
+    algebra_data = Fingerprint.of_file(results / "eval-results" / "algebra" / "output.jsonl")
+    assert metrics["algebra"]["data"] == {"rows": 5, "fingerprint": algebra_data.digest, "pinned": None}
+    assert f"data: 5 rows, fingerprint {algebra_data.digest[:12]}" in out.stdout
     assert metrics["geometry"]["majority[equivalent]@3"] == metrics["geometry"]["majority@3"]
     for key, want in ALGEBRA.items():
         check(metrics["algebra"][key], want)
@@ -217,11 +224,12 @@ def test_no_answer_never_exceeds_100(tmp_path: Path):
         (bench / f"output-rs{seed}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     assert main(["summarize", str(bench)]) == 0
     metrics = json.loads((bench / "metrics.json").read_text())["nothing"]
-    assert {key: values["no_answer"] for key, values in metrics.items()} == {key: 100.0 for key in metrics}
+    modes = {key: values for key, values in metrics.items() if key != "data"}
+    assert {key: values["no_answer"] for key, values in modes.items()} == {key: 100.0 for key in modes}
     golden = copy_results(tmp_path)
     assert main(["summarize", str(golden)]) == 0
     for bench_metrics in json.loads((golden / "metrics.json").read_text()).values():
-        assert all(0 <= values["no_answer"] <= 100 for values in bench_metrics.values())
+        assert all(0 <= values["no_answer"] <= 100 for key, values in bench_metrics.items() if key != "data")
 
 
 @pytest.mark.parametrize("layout", ["eval-results", "benchmark folders", "one benchmark"])
@@ -249,7 +257,7 @@ def test_greedy_only(tmp_path: Path, capsys):
     assert main(["summarize", str(root)]) == 0
     rows = [line.split(" | ")[0].strip() for line in capsys.readouterr().out.splitlines() if " | " in line]
     assert rows == ["evaluation_mode", "greedy"]
-    assert list(json.loads((root / "metrics.json").read_text())["algebra"]) == ["greedy"]
+    assert list(json.loads((root / "metrics.json").read_text())["algebra"]) == ["greedy", "data"]
 
 
 def test_ids_mismatch_is_one_line_error(tmp_path: Path):

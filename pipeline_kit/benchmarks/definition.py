@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import inspect
 import math
 import re
 from collections.abc import Callable
@@ -19,6 +20,7 @@ from typing import Any
 
 from pipeline_kit import plugins
 from pipeline_kit.benchmark_helpers import Source  # a setting's type
+from pipeline_kit.data_fingerprint import SHOWN
 from pipeline_kit.errors import UserError, closest
 from pipeline_kit.grading.extraction import check_mode
 from pipeline_kit.overrides import override_value, take_override
@@ -47,7 +49,12 @@ SETTINGS = (
     Setting("TOP_P", (float, int), "nucleus sampling top_p of the seeds"),
     Setting("TOKENS_TO_GENERATE", (int,), "the generation budget of one solution, in tokens"),
     Setting("REQUIRES_SANDBOX", (bool,), "whether its generations execute code in the sandbox"),
-    Setting("SOURCE", (Source, type(None)), "the upstream file (Source), or None when generate() makes the records"),
+    Setting(
+        "SOURCE",
+        (Source, tuple, type(None)),
+        "the upstream file (Source), several as a tuple (their rows one after the other), or None when generate() "
+        "makes the records",
+    ),
     Setting(
         "EXTRACT",
         (str, type(None)),
@@ -55,6 +62,26 @@ SETTINGS = (
         "its prompt config's `extract`, else boxed",
         required=False,
         default=None,
+    ),
+    Setting(
+        "LICENSE",
+        (str,),
+        "the licence of its data as upstream states it, e.g. 'MIT' or 'CC BY-NC 4.0 (non-commercial)'",
+        required=False,
+        default="not stated",
+    ),
+    Setting(
+        "ROWS",
+        (int, type(None)),
+        "how many records its pinned source gives; `kit prepare_data` says when a download gives another count",
+        required=False,
+    ),
+    Setting(
+        "FINGERPRINT",
+        (str, type(None)),
+        "the fingerprint of the records its pinned source gives (pipeline_kit/data_fingerprint.py): results on "
+        "other rows are marked as such",
+        required=False,
     ),
     Setting(
         "GENERATION_OVERRIDES",
@@ -84,10 +111,19 @@ class Benchmark:
     tokens_to_generate: int
     requires_sandbox: bool
     extract: str | None
-    source: Source | None
+    sources: tuple[Source, ...]  # () when generate() makes the records
+    license: str
+    rows: int | None  # the pinned source's record count, where known
+    fingerprint: str | None  # the pinned source's records' fingerprint, where known
     generation_extra: tuple[str, ...]
-    prepare: Callable[[dict, int], dict | None] | None
+    prepare: Callable[..., dict | None] | None
     generate: Callable[[], list[dict]] | None
+    prepare_takes_source: bool = False  # prepare(row, index, source)
+
+    @property
+    def source(self) -> Source | None:
+        """Its first upstream file (None for a generated benchmark)."""
+        return self.sources[0] if self.sources else None
 
     def data_file(self, data_dir: str | Path | None = None) -> Path:
         """Where `kit prepare_data` writes its records: <data_dir>/NAME/<SPLIT>.jsonl, data_dir defaulting to the
@@ -152,7 +188,8 @@ def _load(name: str, module_file: Path, home: Path, _mtime: int, _size: int) -> 
             raise UserError(f"{where}: {s.name} = {value!r} must be {kinds} ({s.meaning}).")
         values[s.name] = value
     _check_values(where, values)
-    prepare, generate = _functions(where, module, values["SOURCE"])
+    sources = _sources(where, values["SOURCE"])
+    prepare, generate = _functions(where, module, sources or None)
     doc = (module.__doc__ or "").strip().splitlines()
     return Benchmark(
         name=name,
@@ -169,10 +206,14 @@ def _load(name: str, module_file: Path, home: Path, _mtime: int, _size: int) -> 
         tokens_to_generate=values["TOKENS_TO_GENERATE"],
         requires_sandbox=values["REQUIRES_SANDBOX"],
         extract=values["EXTRACT"],
-        source=values["SOURCE"],
+        sources=sources,
+        license=values["LICENSE"],
+        rows=values["ROWS"],
+        fingerprint=values["FINGERPRINT"],
         generation_extra=tuple(values["GENERATION_OVERRIDES"]),
         prepare=prepare,
         generate=generate,
+        prepare_takes_source=prepare is not None and _positional(prepare) >= 3,
     )
 
 
@@ -206,12 +247,42 @@ def _check_values(where: str, v: dict[str, Any]) -> None:
         raise UserError(f"{where}: TOKENS_TO_GENERATE = {v['TOKENS_TO_GENERATE']} must be a positive number.")
     if v["EXTRACT"] is not None:
         check_mode(v["EXTRACT"], f"{where}: EXTRACT")
+    if v["ROWS"] is not None and v["ROWS"] <= 0:
+        raise UserError(f"{where}: ROWS = {v['ROWS']} must be the positive number of records its source gives.")
+    if v["FINGERPRINT"] is not None and not re.fullmatch(rf"[0-9a-f]{{{SHOWN},64}}", v["FINGERPRINT"]):
+        raise UserError(
+            f"{where}: FINGERPRINT = {v['FINGERPRINT']!r} must be {SHOWN} to 64 lower-case hex digits, as "
+            "`kit prepare_data` prints it."
+        )
     for item in v["GENERATION_OVERRIDES"]:
         if not (isinstance(item, str) and re.match(r"^\+{0,2}[\w.]+=", item)):
             raise UserError(f"{where}: GENERATION_OVERRIDES item {item!r} must be a '++key=value' string.")
 
 
-def _functions(where: str, module: ModuleType, source: Source | None) -> tuple[Callable | None, Callable | None]:
+def _sources(where: str, value: Source | tuple | None) -> tuple[Source, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, Source):
+        return (value,)
+    if not value or not all(isinstance(s, Source) for s in value):
+        raise UserError(f"{where}: SOURCE = {value!r} must be a Source, a non-empty tuple of Sources, or None.")
+    return value
+
+
+def _positional(fn: Callable) -> int:
+    """How many positional arguments `fn` takes (2 where it cannot be told)."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return 2
+    if any(p.kind is p.VAR_POSITIONAL for p in params):
+        return 2
+    return sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params)
+
+
+def _functions(
+    where: str, module: ModuleType, source: tuple[Source, ...] | None
+) -> tuple[Callable | None, Callable | None]:
     """(prepare, generate): a benchmark with a SOURCE defines prepare(row, index); one without, generate()."""
     wanted, other = ("prepare", "generate") if source is not None else ("generate", "prepare")
     fn = getattr(module, wanted, None)

@@ -7,6 +7,7 @@ and huggingface.co/... for a machine without internet access."""
 
 from __future__ import annotations
 
+import csv
 import io
 import json
 import os
@@ -14,10 +15,14 @@ import sys
 import urllib.error
 import urllib.request
 from pathlib import Path
+from xml.etree import ElementTree
 
 from pipeline_kit import __version__
 from pipeline_kit.atomic import write_atomic
+from pipeline_kit.benchmark_helpers import Source
 from pipeline_kit.benchmarks.definition import Benchmark
+from pipeline_kit.benchmarks.prepared import pin_note, write_meta
+from pipeline_kit.data_fingerprint import Fingerprint
 from pipeline_kit.errors import UserError
 
 BASE_URL_VAR = "KIT_DATASETS_BASE_URL"
@@ -25,25 +30,41 @@ TIMEOUT_S = 60.0
 
 
 def prepare_one(bench: Benchmark, data_dir: str | None, label: str) -> Path:
-    """Download, convert, check and write one benchmark; returns the file written."""
-    if bench.source is None:
+    """Download, convert, check and write one benchmark, then record its row count and fingerprint beside it (and
+    say on stderr when they are not what the benchmark pins); returns the file written."""
+    if not bench.sources:
         records = _generated(bench)
         print(f"{label}: {len(records)} records made here (no download)", file=sys.stderr)
     else:
-        url, note = download_url(bench.source.url)
-        data = fetch(url, note, label)
-        rows = parse(data, bench.source.format, url, bench.name)
-        records = _converted(bench, rows, url)
+        records = []
+        for i, source in enumerate(bench.sources):
+            url, note = download_url(source.url)
+            part = (
+                label if len(bench.sources) == 1 else f"{label} {source.label or i + 1} ({i + 1}/{len(bench.sources)})"
+            )
+            data = fetch(url, note, part)
+            records += _converted(bench, parse(data, source, url, bench.name), url, source)
     _check_records(bench, records)
     path = bench.data_file(data_dir)
     try:
         text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
     except (TypeError, ValueError) as e:
         raise UserError(f"{bench.module_file}: a record of '{bench.name}' is not JSON: {e}; fix prepare().") from e
+    got = Fingerprint.of_records(records)
     try:
         write_atomic(path, text)
+        write_meta(bench, path, got)
     except OSError as e:
         raise UserError(f"cannot write {path} ({e.strerror or e}); pass --data_dir DIR, a folder you can write.") from e
+    note = pin_note(bench, got)
+    if note is None:
+        print(f"{label}: {got}" + (" (as kit pins it)" if bench.fingerprint else ""), file=sys.stderr)
+    else:
+        print(
+            f"{label}: warning: {note}: the upstream file changed or the mirror serves another one; results on "
+            "these rows will not compare with published ones.",
+            file=sys.stderr,
+        )
     return path
 
 
@@ -124,9 +145,10 @@ def _size(n: int) -> str:
 # ---- parsing and records
 
 
-def parse(data: bytes, fmt: str, url: str, name: str) -> list[dict]:
-    """The rows of an upstream file in `fmt` (jsonl, json, parquet); a malformed file is one line."""
+def parse(data: bytes, source: Source, url: str, name: str) -> list[dict]:
+    """The rows of an upstream file in its format (jsonl, json, csv, xml, parquet); a malformed file is one line."""
 
+    fmt = source.format
     bad = f"the upstream file of '{name}' ({url}) is not valid {fmt.upper()}"
     hint = "it may be truncated, an error page or not this benchmark's file; check the URL"
     if fmt == "parquet":
@@ -135,6 +157,10 @@ def parse(data: bytes, fmt: str, url: str, name: str) -> list[dict]:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
         raise UserError(f"{bad}: not UTF-8 text ({e.reason} at byte {e.start}); {hint}.") from e
+    if fmt == "csv":
+        return _csv(text, bad, hint)
+    if fmt == "xml":
+        return _xml(text, source.rows, bad, hint)
     if fmt == "json":
         try:
             rows = json.loads(text)
@@ -160,6 +186,43 @@ def parse(data: bytes, fmt: str, url: str, name: str) -> list[dict]:
     return [row for _, row in numbered]
 
 
+def _csv(text: str, bad: str, hint: str) -> list[dict]:
+    """Rows of a CSV file with a header line: column -> text, every row as wide as the header."""
+    reader = csv.reader(io.StringIO(text, newline=""))
+    try:
+        header = next(reader, None)
+        if not header or len(set(header)) != len(header):
+            raise UserError(f"{bad}: its first line must name each column once, got {header!r}; {hint}.")
+        rows = []
+        for row in reader:
+            if not row:
+                continue
+            if len(row) != len(header):
+                raise UserError(
+                    f"{bad}: line {reader.line_num} has {len(row)} fields, the header {len(header)}; {hint}."
+                )
+            rows.append(dict(zip(header, row, strict=True)))
+    except csv.Error as e:
+        raise UserError(f"{bad}: line {reader.line_num}: {e}; {hint}.") from e
+    return rows
+
+
+def _xml(text: str, tag: str, bad: str, hint: str) -> list[dict]:
+    """Every <tag> element of an XML file as a row: its attributes, then each child element's text by its tag."""
+    try:
+        root = ElementTree.fromstring(text)
+    except ElementTree.ParseError as e:
+        raise UserError(f"{bad}: {e}; {hint}.") from e
+    rows = []
+    for element in root.iter(tag):
+        row = dict(element.attrib)
+        row.update({child.tag: (child.text or "") for child in element})
+        rows.append(row)
+    if not rows:
+        raise UserError(f"{bad}: it has no <{tag}> element, the rows of this benchmark; {hint}.")
+    return rows
+
+
 def _parquet(data: bytes, url: str, name: str, bad: str, hint: str) -> list[dict]:
     try:
         import pyarrow.parquet as pq
@@ -175,12 +238,13 @@ def _parquet(data: bytes, url: str, name: str, bad: str, hint: str) -> list[dict
         raise UserError(f"{bad}: {' '.join(str(e).split())}; {hint}.") from e
 
 
-def _converted(bench: Benchmark, rows: list[dict], url: str) -> list[dict]:
-    """prepare(row, index) of every row; an exception names the row, the field and the module."""
+def _converted(bench: Benchmark, rows: list[dict], url: str, source: Source) -> list[dict]:
+    """prepare(row, index[, source]) of every row (index: its place in its file); an exception names the row, the
+    field and the module."""
     records = []
     for index, row in enumerate(rows):
         try:
-            record = bench.prepare(row, index)
+            record = bench.prepare(row, index, source) if bench.prepare_takes_source else bench.prepare(row, index)
         except KeyError as e:
             raise UserError(
                 f"row {index + 1} of '{bench.name}' upstream ({url}) has no field {e}; it has: "

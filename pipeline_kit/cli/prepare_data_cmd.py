@@ -50,12 +50,40 @@ def register(app: typer.Typer) -> None:
 
 
 def print_list(extra_datasets: str | None) -> None:
+    """One line per benchmark: its rows, default seeds and tokens, licence, source (repository@revision, or the
+    branch it follows) and description."""
     from pipeline_kit.benchmarks import all_benchmarks
 
-    rows = [("NAME", "GROUP", "SAMPLES", "SOURCE", "DESCRIPTION")]
+    rows = [("NAME", "ROWS", "SEEDS", "TOKENS", "LICENSE", "SOURCE", "DESCRIPTION")]
     for b in all_benchmarks(extra_datasets):
-        source = f"{b.source.url.split('/')[2]} ({b.source.format})" if b.source else "generated"
-        rows.append((b.name, b.group, str(b.num_samples) if b.num_samples else "greedy", source, b.description))
-    widths = [max(len(r[k]) for r in rows) for k in range(4)]
+        rows.append(
+            (
+                b.name,
+                str(b.rows) if b.rows else "?",
+                str(b.num_samples) if b.num_samples else "greedy",
+                str(b.tokens_to_generate),
+                b.license,
+                source_cell(b.sources),
+                b.description,
+            )
+        )
+    widths = [max(len(r[k]) for r in rows) for k in range(6)]
     for r in rows:
-        print("  ".join(cell.ljust(w) for cell, w in zip(r[:4], widths, strict=True)) + "  " + r[4])
+        print("  ".join(cell.ljust(w) for cell, w in zip(r[:6], widths, strict=True)) + "  " + r[6])
+
+
+def source_cell(sources) -> str:
+    """Where a benchmark's data comes from, short: OWNER/REPO@REVISION (8 digits) or @BRANCH for GitHub and Hugging
+    Face files, else the host; 'generated' without a download."""
+    import re
+
+    if not sources:
+        return "generated"
+    url = sources[0].url
+    m = re.match(
+        r"^https?://(?:raw\.githubusercontent\.com/([^/]+/[^/]+)|huggingface\.co/datasets/([^/]+/[^/]+)/resolve)/"
+        r"(?:refs/heads/)?([^/]+)/",
+        url,
+    )
+    cell = f"{m.group(1) or 'hf:' + m.group(2)}@{m.group(3)[:8]}" if m else url.split("/")[2]
+    return cell + (f" ({len(sources)} files)" if len(sources) > 1 else "")

@@ -63,10 +63,20 @@ def register(app: typer.Typer) -> None:
         check_mode(extract)
         target = metrics_target(results_dir, save_metrics_path, regrade)
         replaced = target.exists()  # said, not refused: kit's own summary of these files, made again
-        text, metrics_path = run(results_dir, save_metrics_path, audit, plot, regrade, extract)
+        text, metrics_path = run(results_dir, save_metrics_path, audit, plot, regrade, extract, pins=pinned_data)
         print(text, flush=True)
         what = "regraded metrics" if regrade else "metrics"
         again = " (replacing the one there)" if replaced else ""
         print(f"kit summarize: wrote the {what} to {metrics_path}{again}", file=sys.stderr)
         if plot is not None:
             print(f"kit summarize: drew the plot in {plot}", file=sys.stderr)
+
+
+def pinned_data(name: str) -> tuple[int | None, str] | None:
+    """The rows and fingerprint of the data kit pins for the shipped benchmark NAME (None: unknown or no pin)."""
+    from pipeline_kit.benchmarks import SHIPPED_BENCHMARKS, get_benchmark
+
+    if name not in SHIPPED_BENCHMARKS:
+        return None
+    bench = get_benchmark(name)
+    return None if bench.fingerprint is None else (bench.rows, bench.fingerprint)

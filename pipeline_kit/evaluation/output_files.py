@@ -22,6 +22,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pipeline_kit.data_fingerprint import Fingerprint, row_digest
 from pipeline_kit.errors import UserError
 from pipeline_kit.evaluation.judge import verdict as judge_verdict
 from pipeline_kit.evaluation.judge import verdicts_for
@@ -67,6 +68,7 @@ class ReadFile:
     run: Run
     has_judge: bool
     sources: dict[str, int]  # verdict source (KIT, a LABELS field, REGRADED) -> records
+    data: Fingerprint  # of the rows (id, problem, expected_answer) it ran on
     audit: dict[str, list] = field(default_factory=dict)  # audit class -> names of its samples (id, else "line N")
     missing: dict[str, list] = field(default_factory=dict)  # needed field -> [records without it, first line]
     extract_modes: dict[str, int] = field(default_factory=dict)  # answer extraction of kit's verdicts -> records
@@ -84,6 +86,7 @@ def _read(path: Path, regrade: bool = False, regraded: dict | None = None, extra
     modes: dict[str, int] = {}
     ids: list = []
     problems: list = []
+    rows: list[bytes] = []  # each record's row digest: the fingerprint of the data the file ran on
     seen: dict = {}
     answers: list = []
     symbolic: list[bool] = []
@@ -191,6 +194,7 @@ def _read(path: Path, regrade: bool = False, regraded: dict | None = None, extra
                     extras.setdefault(extra, [None] * len(ids)).append(rec.get(extra))
             ids.append(pid)
             problems.append(rec.get("problem"))  # optional: a key only for files without ids
+            rows.append(row_digest(pid, rec.get("problem"), rec.get("expected_answer")))
             answers.append(answer)
             symbolic.append(correct)
             if rec.get("error"):  # optional: only a sample whose request failed has one
@@ -218,7 +222,8 @@ def _read(path: Path, regrade: bool = False, regraded: dict | None = None, extra
         columns["any_correct"] = [s or j for s, j in zip(symbolic, judge, strict=True)]
     run = Run(name=path.name, correct=columns, answers=answers, tokens=tokens, seconds=seconds, extras=extras)
     sources = {source: count for source, count in counts.items() if count}
-    return ReadFile(path, ids, problems, run, bool(has_judge), sources, audit, missing, modes, thinking)
+    data = Fingerprint.of_digests(rows)
+    return ReadFile(path, ids, problems, run, bool(has_judge), sources, data, audit, missing, modes, thinking)
 
 
 def _note(missing: dict[str, list], name: str, lineno: int) -> None:

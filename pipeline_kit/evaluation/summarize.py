@@ -14,6 +14,7 @@ import json
 import os
 import re
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -163,6 +164,27 @@ def format_table(name: str, metrics: dict, columns: list[str], n: int, notes: li
     return "\n".join([title, *lines, *notes])
 
 
+def data_of(name: str, files: list[ReadFile], pin: tuple[int | None, str] | None) -> tuple[str, dict]:
+    """(the note under a benchmark's table that names the rows its results ran on, metrics.json's "data"): their
+    count and fingerprint, whether they are the data kit pins for the benchmark (`pin`: its rows and fingerprint),
+    and a warning when its files ran on different rows."""
+    first = files[0].data
+    other = next((f for f in files if f.data != first), None)
+    if other is not None:
+        return (
+            f"warning: {name}'s files ran on different data: {files[0].path.name} on {first}, {other.path.name} on "
+            f"{other.data}; compare results only on one prepared file (rerun the odd ones with --rerun_done)",
+            {"rows": None, "fingerprint": None, "pinned": None, "differs": [files[0].path.name, other.path.name]},
+        )
+    note = f"data: {first}"
+    pinned = None
+    if pin is not None:
+        rows, digest = pin
+        pinned = first.matches(digest) and rows in (None, first.rows)
+        note += f" (kit's pinned {name})" if pinned else f" (not kit's pinned {name}: {rows} rows, {digest[:12]})"
+    return note, {"rows": first.rows, "fingerprint": first.digest, "pinned": pinned}
+
+
 def format_audit(name: str, files: list[ReadFile]) -> str:
     total = sum(f.run.num_problems for f in files)
     lines = [f"audit of {name}: {total} samples in {len(files)} files"]
@@ -274,11 +296,13 @@ def summarize(
     plot_path: Path | None = None,
     regrade: bool = False,
     extract: str = "boxed",
+    pins: Callable[[str], tuple[int | None, str] | None] | None = None,
 ) -> tuple[str, Path]:
     """(the text to print, where the metrics were written). `regrade`: grade with kit's grader the records that
     carry another tool's labels (output_files.py) instead of taking the labels as given, and write the metrics to
     metrics-regraded.json (never over metrics.json, the labels' metrics); `extract`: how kit's grader extracts the
-    answers it grades here (records graded before keep theirs, shown in the table)."""
+    answers it grades here (records graded before keep theirs, shown in the table); `pins`: a benchmark's name ->
+    the rows and fingerprint of the data kit pins for it (None: no pin), for the note under its table."""
     target = metrics_target(results_dir, save_metrics_path, regrade)
     if plot_path is not None:
         _pyplot(plot_path)
@@ -294,6 +318,8 @@ def summarize(
         ns[bench.name] = len(bench.seeds)
         mode = extraction_of(files)
         notes = [f"graded by: {graded_by(files)}" + (f"; answers extracted: {mode}" if mode else "")]
+        data_note, metrics["data"] = data_of(bench.name, files, pins(bench.name) if pins else None)
+        notes.append(data_note)
         notes += [f"seeds matched by: {matched_by}"] if matched_by else []
         notes += [] if audit else audit_notes(files)
         thinking = ReasoningTally.total([f.reasoning for f in files])

@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from pipeline_kit.benchmarks import get_benchmark
+from pipeline_kit.benchmarks.prepared import check_prepared
 from pipeline_kit.cluster import ClusterConfig
 from pipeline_kit.components.client import CLIENT_PYTHON_VAR, ClientCommand
 from pipeline_kit.components.python_check import kit_python_check
@@ -186,15 +187,17 @@ def eval_jobs(cluster: ClusterConfig, spec: EvalSpec, options: JobOptions) -> li
 
 
 def _generate_specs(cluster: ClusterConfig, spec: EvalSpec) -> list[GenerateSpec]:
-    """Each benchmark's generation; on none a missing data file says how to make it."""
+    """Each benchmark's generation; on none a missing data file says how to make it. A data file this machine can
+    read must still hold the rows `kit prepare_data` wrote (its .meta.json), or nothing is queued."""
     specs = [spec.generate_spec(r) for r in spec.benchmarks]
-    if cluster.executor == "none":  # the data paths are this machine's: say how to make a missing one
-        for r, gen in zip(spec.benchmarks, specs, strict=True):
-            if not os.path.exists(gen.input_file):
-                where = f" --data_dir={spec.data_dir}" if spec.data_dir else ""
-                raise UserError(
-                    f"benchmark '{r.name}' has no data at {gen.input_file}; run `kit prepare_data {r.name}{where}` first."
-                )
+    for r, gen in zip(spec.benchmarks, specs, strict=True):
+        if os.path.exists(gen.input_file):
+            check_prepared(r.name, Path(gen.input_file))
+        elif cluster.executor == "none":  # the data paths are this machine's: say how to make a missing one
+            where = f" --data_dir={spec.data_dir}" if spec.data_dir else ""
+            raise UserError(
+                f"benchmark '{r.name}' has no data at {gen.input_file}; run `kit prepare_data {r.name}{where}` first."
+            )
     return specs
 
 

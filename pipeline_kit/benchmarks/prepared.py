@@ -1,0 +1,74 @@
+"""What `kit prepare_data` records beside a benchmark's records (<split>.meta.json: its sources, row count and
+fingerprint), and the check `kit eval` makes before it queues anything: the file still holds those rows."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from pipeline_kit import __version__
+from pipeline_kit.atomic import write_atomic
+from pipeline_kit.benchmarks.definition import Benchmark
+from pipeline_kit.data_fingerprint import Fingerprint
+from pipeline_kit.errors import UserError
+
+
+def meta_path(data_file: Path) -> Path:
+    """<data_dir>/NAME/<split>.meta.json beside <data_dir>/NAME/<split>.jsonl."""
+    return data_file.with_name(f"{data_file.stem}.meta.json")
+
+
+def pin_note(bench: Benchmark, got: Fingerprint) -> str | None:
+    """None when `got` is the data the benchmark pins (or it pins none), else one line that says how they differ."""
+    if bench.fingerprint is None or (got.matches(bench.fingerprint) and bench.rows in (None, got.rows)):
+        return None
+    pinned = f"{bench.rows} rows, fingerprint {bench.fingerprint[:12]}" if bench.rows else bench.fingerprint[:12]
+    return f"{got}, not the data kit pins for {bench.name} ({pinned})"
+
+
+def write_meta(bench: Benchmark, data_file: Path, got: Fingerprint) -> Path:
+    """Record, atomically, what was prepared: written after the records, so a meta file names finished data."""
+    meta = {
+        "benchmark": bench.name,
+        "rows": got.rows,
+        "fingerprint": got.digest,
+        "sources": [{"url": s.url, "revision": s.revision} for s in bench.sources] or "generated",
+        "pinned": None if bench.fingerprint is None else pin_note(bench, got) is None,
+        "license": bench.license,
+        "prepared_by": f"pipeline-kit {__version__}",
+        "prepared_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+    path = meta_path(data_file)
+    write_atomic(path, json.dumps(meta, indent=2) + "\n")
+    return path
+
+
+def check_prepared(name: str, data_file: Path) -> Fingerprint | None:
+    """The fingerprint of `data_file` when `kit prepare_data` recorded one beside it and the rows still match it
+    (None without a record: a file made by hand or by an older kit); rows that no longer match are an error that
+    names the file, both counts and both fingerprints."""
+    meta_file = meta_path(data_file)
+    if not meta_file.is_file():
+        return None
+    try:
+        meta = json.loads(meta_file.read_text(encoding="utf-8"))
+        recorded = Fingerprint(int(meta["rows"]), str(meta["fingerprint"]))
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise UserError(
+            f"{meta_file}: unreadable record of what `kit prepare_data` wrote ({e}); run `kit prepare_data {name}` "
+            "again."
+        ) from None
+    try:
+        now = Fingerprint.of_file(data_file)
+    except (OSError, ValueError) as e:
+        raise UserError(
+            f"{data_file}: cannot read benchmark '{name}' ({e}); run `kit prepare_data {name}` again."
+        ) from None
+    if now != recorded:
+        raise UserError(
+            f"{data_file} holds {now}, but `kit prepare_data` wrote {recorded} ({meta_file}): the file was edited "
+            f"or cut off. Run `kit prepare_data {name}` again, or delete {meta_file.name} to evaluate the file as "
+            "it is."
+        )
+    return now
