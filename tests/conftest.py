@@ -490,3 +490,14 @@ def pytest_runtest_teardown(item, nextitem):
 
 
 # ---- end of the shared expensive fixtures ----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def mirror():
+    """A local HTTP server that plays every upstream host of `kit prepare_data` (tests/benchmark_upstream.py)."""
+    from benchmark_upstream import Mirror
+
+    m = Mirror()
+    yield m
+    m.server.shutdown()
+    m.server.server_close()

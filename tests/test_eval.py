@@ -237,3 +237,26 @@ def test_judge_verdict_is_its_last_judgement_line():
     assert verdict("Judgement: Yes\nOn second thought...\n**Judgement**: no") is False
     assert verdict("judgment: YES") is True
     assert verdict("no verdict here") is False and verdict(None) is False
+
+
+def test_a_prepared_file_whose_rows_changed_is_refused_before_anything_is_queued(kit, configs, tmp_path):
+    """`kit prepare_data` records the rows it wrote (<split>.meta.json); a file cut off or edited by hand since is
+    named, with both fingerprints, and nothing runs."""
+    d = configs("local", "executor: none\njob_dir: JOB_DIR\n")
+    data = tmp_path / "data"
+    assert kit("prepare_data", "arith", f"--data_dir={data}").returncode == 0
+    path = data / "arith" / "test.jsonl"
+    path.write_text("".join(path.read_text().splitlines(keepends=True)[:-1]))  # the last row lost
+    out = tmp_path / "out"
+    argv = [
+        "eval", "--cluster=local", f"--config_dir={d}", "--server_type=openai", "--server_address=http://127.0.0.1:9/v1",
+        "--model=m", f"--output_dir={out}", f"--data_dir={data}", "--benchmarks=arith:2",
+    ]  # fmt: skip
+    res = kit(*argv)
+    assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
+    assert f"{path} holds 49 rows, fingerprint " in res.stderr
+    assert "but `kit prepare_data` wrote 50 rows, fingerprint 98b122504658" in res.stderr
+    assert "the file was edited or cut off. Run `kit prepare_data arith` again" in res.stderr
+    assert not out.exists()
+    (data / "arith" / "test.meta.json").unlink()  # as it says: evaluate the file as it is
+    assert "holds 49 rows" not in kit(*argv, "--dry_run").stderr

@@ -5,17 +5,16 @@ console script. `math` and `hmmt_feb25` have no checked copy: they get small syn
 
 from __future__ import annotations
 
-import http.server
-import io
 import json
 import re
-import threading
 from pathlib import Path
 
 import pytest
+from benchmark_upstream import VAR, checked_copy, jsonl, parquet, upstream_files, upstream_path
 from conftest import free_port, need_module, rows
 
-CHECKED = Path(__file__).parent / "data" / "benchmarks"
+from pipeline_kit.benchmarks import SHIPPED_BENCHMARKS
+
 COUNTS = {
     "math500": 500,
     "aime24": 30,
@@ -25,112 +24,6 @@ COUNTS = {
     "minerva_math": 272,
     "olympiadbench": 675,
 }
-VAR = "KIT_DATASETS_BASE_URL"
-
-
-# ---- the upstream formats, rebuilt from the checked records (SOURCES.md names the files and their fields)
-
-UPSTREAM_ROW = {
-    "math500": lambda r: (
-        {k: r[k] for k in ("problem", "solution", "subject", "level", "unique_id")} | {"answer": r["expected_answer"]}
-    ),
-    "aime24": lambda r: {
-        "id": r["source_id"],
-        "problem": r["problem"],
-        "solution": r["solution"],
-        "answer": r["answer_raw"],
-        "url": r["url"],
-        "year": str(r["year"]),
-    },
-    "aime25": lambda r: {k: r[k] for k in ("id", "problem", "expected_answer", "reference_solution")},
-    "amc23": lambda r: {
-        "id": r["source_id"],
-        "question": r["problem"],
-        "answer": float(r["answer_raw"]),
-        "url": r["url"],
-    },
-    "gsm8k": lambda r: {"question": r["problem"], "answer": r["solution"]},
-    "minerva_math": lambda r: {
-        "problem": r["problem"],
-        "solution": r["solution"],
-        "type": r["type"],
-        "idx": r["source_id"],
-    },
-    "olympiadbench": lambda r: {
-        "id": r["source_id"],
-        "subfield": r["subfield"],
-        "context": r["context"],
-        "question": r["problem"],
-        "solution": r["solution"],
-        "final_answer": r["final_answer_list"],
-        "is_multiple_answer": r["is_multiple_answer"],
-        "unit": r["unit"],
-        "answer_type": r["answer_type"],
-        "error": r["error"],
-    },
-}
-
-
-def jsonl(items: list[dict]) -> bytes:
-    return "".join(json.dumps(item, ensure_ascii=False) + "\n" for item in items).encode()
-
-
-def parquet(items: list[dict]) -> bytes:
-    pa = need_module("pyarrow", "hmmt_feb25's upstream is parquet: pip install 'pipeline-kit[data]'")
-    import pyarrow.parquet as pq
-
-    buf = io.BytesIO()
-    pq.write_table(pa.Table.from_pylist(items), buf)
-    return buf.getvalue()
-
-
-def upstream_path(name: str) -> str:
-    """The path under the mirror where kit looks for NAME's upstream file: /HOST/PATH of its URL."""
-    from pipeline_kit.benchmarks import get_benchmark
-
-    return "/" + get_benchmark(name).source.url.split("://", 1)[1]
-
-
-class Mirror:
-    """A stdlib HTTP server in a thread, serving `files` (path -> bytes); anything else is a 404."""
-
-    def __init__(self):
-        self.files: dict[str, bytes] = {}
-        files = self.files
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self):
-                body = files.get(self.path)
-                if body is None:
-                    self.send_error(404, "Not Found")
-                    return
-                self.send_response(200)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args):
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.env = {VAR: self.url}
-        threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True).start()
-
-    def serve(self, name: str, body: bytes) -> None:
-        self.files[upstream_path(name)] = body
-
-
-@pytest.fixture
-def mirror():
-    m = Mirror()
-    yield m
-    m.server.shutdown()
-    m.server.server_close()
-
-
-def checked_copy(name: str) -> list[dict]:
-    return rows(CHECKED / name / "test.jsonl")
 
 
 def one_error_line(res) -> str:
@@ -147,7 +40,7 @@ def one_error_line(res) -> str:
 def test_shipped_benchmarks_from_their_upstream_formats(kit, mirror, tmp_path):
     expected = {name: checked_copy(name) for name in COUNTS}
     for name, records in expected.items():
-        mirror.serve(name, jsonl([UPSTREAM_ROW[name](r) for r in records]))
+        mirror.serve(name, upstream_files(name, records)[""])
     data = tmp_path / "data"
 
     res = kit("prepare_data", *COUNTS, f"--data_dir={data}", env=mirror.env)
@@ -174,35 +67,9 @@ def test_shipped_benchmarks_from_their_upstream_formats(kit, mirror, tmp_path):
     assert answers["olympiadbench"]["olympiadbench-1610"] == "\\frac{1}{2 n+2}"  # "$...$" in final_answer
 
 
-def test_math_and_hmmt_from_synthetic_upstream_files(kit, mirror, tmp_path):
-    """No checked copy of the full MATH test set or of HMMT Feb 2025 is on this machine: small files in their
-    upstream formats (Qwen2.5-Math's MATH JSONL; MathArena's parquet) stand in for them."""
-    mirror.serve(
-        "math",
-        jsonl(
-            [
-                {
-                    "problem": "Compute $\\frac{1}{2}+\\frac{1}{2}$.",
-                    "solution": "It is $\\boxed{1}$.",
-                    "level": "Level 1",
-                    "type": "Algebra",
-                },
-                {
-                    "problem": "Simplify $\\sqrt{8}$.",
-                    "solution": "$\\boxed{2}$, no: $\\boxed{2\\sqrt{2}}$.",
-                    "level": "Level 2",
-                    "type": "Algebra",
-                },
-                {
-                    "problem": "Solve $x^2=4$.",
-                    "solution": "$x=\\boxed{\\pm 2}$",
-                    "level": "Level 3",
-                    "type": "Algebra",
-                    "answer": "\\pm 2",
-                },
-            ]
-        ),
-    )
+def test_hmmt_from_a_synthetic_upstream_file(kit, mirror, tmp_path):
+    """HMMT Feb 2025's licence (CC BY-NC-SA) keeps its copy out of this repository: a small file in its upstream format
+    (MathArena's parquet) stands in for it, and kit says that these are not the rows it pins."""
     mirror.serve(
         "hmmt_feb25",
         parquet(
@@ -219,16 +86,11 @@ def test_math_and_hmmt_from_synthetic_upstream_files(kit, mirror, tmp_path):
     )
     data = tmp_path / "data"
 
-    res = kit("prepare_data", "math", "hmmt_feb25", f"--data_dir={data}", env=mirror.env)
+    res = kit("prepare_data", "hmmt_feb25", f"--data_dir={data}", env=mirror.env)
 
     assert res.returncode == 0, res.stderr
-    math = rows(data / "math" / "test.jsonl")
-    assert [(r["id"], r["expected_answer"]) for r in math] == [
-        ("math-0", "1"),
-        ("math-1", "2\\sqrt{2}"),
-        ("math-2", "\\pm 2"),
-    ]
-    assert math[2]["answer_raw"] == "\\pm 2" and math[0]["type"] == "Algebra" and "solution" in math[0]
+    assert "hmmt_feb25: warning: 2 rows, fingerprint " in res.stderr
+    assert "not the data kit pins for hmmt_feb25 (30 rows, fingerprint b3f9d42544d1)" in res.stderr
     hmmt = rows(data / "hmmt_feb25" / "test.jsonl")
     assert hmmt == [
         {
@@ -291,7 +153,7 @@ def test_a_folder_mirror_via_file_url(kit, tmp_path):
 def test_unknown_benchmark_and_unwritable_data_dir(kit, tmp_path):
     line = one_error_line(kit("prepare_data", "math5000", "arith", f"--data_dir={tmp_path}"))
     assert "unknown benchmark 'math5000'" in line and "Did you mean 'math500'?" in line
-    assert "aime24, aime25, amc23, arith, gsm8k, hmmt_feb25, math, math500, minerva_math, olympiadbench" in line
+    assert f"Known: {', '.join(sorted(SHIPPED_BENCHMARKS))} (your own" in line
     assert not (tmp_path / "arith").exists()  # names are checked before anything is written
     assert "kit prepare_data math500 aime24" in one_error_line(kit("prepare_data"))
     not_a_folder = tmp_path / "file"

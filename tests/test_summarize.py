@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline_kit.data_fingerprint import Fingerprint
 from pipeline_kit.cli.main import main
+from pipeline_kit.data_fingerprint import Fingerprint
 from pipeline_kit.evaluation.metrics import Run, pass_at_k, sampled_metrics
 
 DATA = Path(__file__).parent / "data" / "summarize_results"
@@ -473,3 +473,48 @@ def test_regrade_writes_beside_the_labels_metrics_never_over_them(tmp_path: Path
     assert main(["summarize", str(bench), "--regrade", "--save_metrics_path", str(elsewhere)]) == 0
     assert capsys.readouterr().err == f"kit summarize: wrote the regraded metrics to {elsewhere}\n"
     assert correct(elsewhere) == 25.0 and labels_file.read_bytes() == labels
+
+
+def test_the_data_under_each_table_and_files_that_ran_on_other_rows(tmp_path: Path):
+    """Under each table: the rows the results ran on (count, fingerprint) and whether they are the data kit pins for a
+    shipped benchmark; seeds of one benchmark that ran on different rows get a warning naming both files."""
+    from pipeline_kit.benchmarks import get_benchmark
+
+    arith = get_benchmark("arith").generate()
+    bench = tmp_path / "eval-results" / "arith"
+    bench.mkdir(parents=True)
+
+    def write(name: str, records: list[dict]) -> None:
+        lines = [
+            json.dumps({**r, "generation": "", "predicted_answer": r["expected_answer"], "symbolic_correct": True})
+            for r in records
+        ]
+        (bench / name).write_text("\n".join(lines) + "\n")
+
+    write("output-rs0.jsonl", arith)
+    write("output-rs1.jsonl", list(reversed(arith)))  # the order of rows does not matter
+    assert main(["summarize", str(tmp_path)]) == 0
+    data = json.loads((tmp_path / "metrics.json").read_text())["arith"]["data"]
+    pinned = get_benchmark("arith").fingerprint
+    assert data["rows"] == 50 and data["fingerprint"].startswith(pinned) and data["pinned"] is True
+
+    edited = [dict(r) for r in arith]
+    edited[3]["expected_answer"] = "99"  # one answer changed: other data, and not kit's
+    write("output-rs0.jsonl", edited)
+    write("output-rs1.jsonl", edited)
+    out = run_kit("summarize", str(tmp_path), cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    other = Fingerprint.of_records(edited)
+    assert f"data: 50 rows, fingerprint {other.short} (not kit's pinned arith: 50 rows, {pinned[:12]})" in out.stdout
+
+    write("output-rs1.jsonl", arith)
+    out = run_kit("summarize", str(tmp_path), cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert (
+        f"warning: arith's files ran on different data: output-rs0.jsonl on 50 rows, fingerprint {other.short}, "
+        f"output-rs1.jsonl on 50 rows, fingerprint {pinned[:12]}"
+    ) in out.stdout
+    assert json.loads((tmp_path / "metrics.json").read_text())["arith"]["data"]["differs"] == [
+        "output-rs0.jsonl",
+        "output-rs1.jsonl",
+    ]

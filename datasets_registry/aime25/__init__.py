@@ -18,6 +18,9 @@ SOURCE = Source(
     "nemo_skills/dataset/aime25/test.txt",
     "jsonl",
 )
+LICENSE = "Apache-2.0"  # NeMo-Skills; the problems are the MAA's
+ROWS = 30
+FINGERPRINT = "6fe33eacd93075aa"  # of the records kit prepares from SOURCE
 PER_CONTEST = 15
 
 

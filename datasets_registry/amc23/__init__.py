@@ -14,9 +14,13 @@ TOKENS_TO_GENERATE = 8192
 REQUIRES_SANDBOX = False
 EXTRACT = "boxed"  # the last \boxed{} is the answer; none, no answer (as published numbers count)
 SOURCE = Source(
-    "https://raw.githubusercontent.com/QwenLM/Qwen2.5-Math/main/evaluation/data/amc23/test.jsonl",
+    "https://raw.githubusercontent.com/QwenLM/Qwen2.5-Math/a45202bd16f1ec06f433442dc1152d0074773465/"
+    "evaluation/data/amc23/test.jsonl",
     "jsonl",
 )
+LICENSE = "MIT"  # Qwen2.5-Math's evaluation data; the problems are the MAA's
+ROWS = 40
+FINGERPRINT = "e1deae6aceb8eeee"  # of the records kit prepares from SOURCE
 
 
 def prepare(row: dict, index: int) -> dict:

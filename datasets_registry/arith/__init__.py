@@ -12,6 +12,9 @@ TOKENS_TO_GENERATE = 512
 REQUIRES_SANDBOX = False
 EXTRACT = "boxed"  # the last \boxed{} is the answer; none, no answer (as published numbers count)
 SOURCE = None
+LICENSE = "made by kit: no upstream"
+ROWS = 50
+FINGERPRINT = "98b1225046581ae1"  # of the records generate() makes
 COUNT = 50
 
 

@@ -14,9 +14,13 @@ TOKENS_TO_GENERATE = 8192
 REQUIRES_SANDBOX = False
 EXTRACT = "boxed"  # the last \boxed{} is the answer; none, no answer (as published numbers count)
 SOURCE = Source(
-    "https://huggingface.co/datasets/MathArena/hmmt_feb_2025/resolve/main/data/train-00000-of-00001.parquet",
+    "https://huggingface.co/datasets/MathArena/hmmt_feb_2025/resolve/6fdc4277120810ff75aa22d2d5489b91f7a262a1/"
+    "data/train-00000-of-00001.parquet",
     "parquet",
 )
+LICENSE = "CC BY-NC-SA 4.0 (non-commercial)"  # share-alike
+ROWS = 30
+FINGERPRINT = "b3f9d42544d1dcf4"  # of the records kit prepares from SOURCE
 RENAMED = {"problem_idx": "source_id", "answer": "answer_raw"}
 
 

@@ -1,5 +1,6 @@
 """MATH: the full 5,000-problem test set of Hendrycks et al. (7 subjects, levels 1-5), LaTeX answers.
-Upstream: Qwen2.5-Math's evaluation data; the answer is the last \\boxed{} of the reference solution."""
+Upstream: ToRA's copy of the test split (also math-evaluation-harness'); the answer is the last \\boxed{} of the
+reference solution."""
 
 from pipeline_kit.benchmark_helpers import Source, last_boxed
 
@@ -14,17 +15,25 @@ TOKENS_TO_GENERATE = 4096
 REQUIRES_SANDBOX = False
 EXTRACT = "boxed"  # the last \boxed{} is the answer; none, no answer (as published numbers count)
 SOURCE = Source(
-    "https://raw.githubusercontent.com/QwenLM/Qwen2.5-Math/main/evaluation/data/math/test.jsonl",
+    "https://raw.githubusercontent.com/microsoft/ToRA/213c1c995038c73fab10343814df7a42f990f026/src/data/math/test.jsonl",
     "jsonl",
 )
-RENAMED = {"id": "source_id", "answer": "answer_raw"}
+LICENSE = "MIT"  # MATH, Hendrycks et al.; ToRA's copy
+ROWS = 5000
+FINGERPRINT = "fb7639f0bfbc5deb"  # of the records kit prepares from SOURCE
 
 
 def prepare(row: dict, index: int) -> dict:
     answer = last_boxed(row["solution"])
     if answer is None:
         raise ValueError("its solution has no \\boxed{} answer")
-    record = {"id": f"math-{index}", "problem": row["problem"], "expected_answer": answer}
-    # the other fields (solution, level, type, ...) come along; upstream's own id/answer under another name
-    record.update({RENAMED.get(k, k): v for k, v in row.items() if k != "problem"})
-    return record
+    return {
+        "id": f"math-{row['idx']}",
+        "problem": row["problem"],
+        "expected_answer": answer,
+        "solution": row["solution"],
+        "subject": row["type"],
+        "level": int(row["level"].removeprefix("Level ")),
+        "level_raw": row["level"],
+        "source_idx": row["idx"],
+    }

@@ -14,9 +14,13 @@ TOKENS_TO_GENERATE = 4096
 REQUIRES_SANDBOX = False
 EXTRACT = "boxed"  # the last \boxed{} is the answer; none, no answer (as published numbers count)
 SOURCE = Source(
-    "https://raw.githubusercontent.com/QwenLM/Qwen2.5-Math/main/evaluation/data/minerva_math/test.jsonl",
+    "https://raw.githubusercontent.com/QwenLM/Qwen2.5-Math/a45202bd16f1ec06f433442dc1152d0074773465/"
+    "evaluation/data/minerva_math/test.jsonl",
     "jsonl",
 )
+LICENSE = "MIT"  # Qwen2.5-Math's evaluation data; the problems are MIT OCW's
+ROWS = 272
+FINGERPRINT = "f841dfd5108ce1d9"  # of the records kit prepares from SOURCE
 
 
 def prepare(row: dict, index: int) -> dict:

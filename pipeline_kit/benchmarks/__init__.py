@@ -20,14 +20,26 @@ from pipeline_kit.resources import resource_dir
 SHIPPED_BENCHMARKS: dict[str, str] = {
     "aime24": "aime24/__init__.py",
     "aime25": "aime25/__init__.py",
+    "algebra222": "algebra222/__init__.py",
     "amc23": "amc23/__init__.py",
     "arith": "arith/__init__.py",
+    "asdiv": "asdiv/__init__.py",
+    "beyond-aime": "beyond-aime/__init__.py",
+    "brumo25": "brumo25/__init__.py",
+    "college_math": "college_math/__init__.py",
+    "comp-math-24-25": "comp-math-24-25/__init__.py",
+    "gaokao2023en": "gaokao2023en/__init__.py",
+    "gsm-plus": "gsm-plus/__init__.py",
     "gsm8k": "gsm8k/__init__.py",
     "hmmt_feb25": "hmmt_feb25/__init__.py",
     "math": "math/__init__.py",
+    "math-odyssey": "math-odyssey/__init__.py",
     "math500": "math500/__init__.py",
+    "mawps": "mawps/__init__.py",
     "minerva_math": "minerva_math/__init__.py",
     "olympiadbench": "olympiadbench/__init__.py",
+    "omni-math": "omni-math/__init__.py",
+    "svamp": "svamp/__init__.py",
 }
 
 __all__ = [

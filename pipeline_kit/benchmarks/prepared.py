@@ -20,11 +20,17 @@ def meta_path(data_file: Path) -> Path:
 
 
 def pin_note(bench: Benchmark, got: Fingerprint) -> str | None:
-    """None when `got` is the data the benchmark pins (or it pins none), else one line that says how they differ."""
-    if bench.fingerprint is None or (got.matches(bench.fingerprint) and bench.rows in (None, got.rows)):
+    """None when `got` is the data the benchmark pins (its ROWS and FINGERPRINT, where it sets them), else one line
+    that says how they differ."""
+    rows_ok = bench.rows in (None, got.rows)
+    print_ok = bench.fingerprint is None or got.matches(bench.fingerprint)
+    if rows_ok and print_ok:
         return None
-    pinned = f"{bench.rows} rows, fingerprint {bench.fingerprint[:12]}" if bench.rows else bench.fingerprint[:12]
-    return f"{got}, not the data kit pins for {bench.name} ({pinned})"
+    pinned = [
+        f"{bench.rows} rows" if bench.rows else "",
+        f"fingerprint {bench.fingerprint[:12]}" if bench.fingerprint else "",
+    ]
+    return f"{got}, not the data kit pins for {bench.name} ({', '.join(filter(None, pinned))})"
 
 
 def write_meta(bench: Benchmark, data_file: Path, got: Fingerprint) -> Path:
