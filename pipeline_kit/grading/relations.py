@@ -87,3 +87,26 @@ def interval_of(s: str) -> str | None:
     if slope.real > 0:  # f = slope·(x - bound) > 0: x above the bound
         return f"{'(' if strict else '['}{text},\\infty)"
     return f"(-\\infty,{text}{')' if strict else ']'}"
+
+
+def same_solution_set(a, b) -> bool:
+    """Whether two parsed answers (sympy objects, as math-verify parses them) have the same real solutions in one
+    variable, at least one of them being an equation or inequality (or several joined by and/or) and the other
+    such a relation or a set: x^2<4 is -2<x<2 and (-2,2); x^2-1\\ge0 is (-\\infty,-1]\\cup[1,\\infty)."""
+    from sympy import Set
+    from sympy.core.relational import Relational
+    from sympy.logic.boolalg import And, Or
+
+    relation = (Relational, And, Or)
+    if not (isinstance(a, relation) or isinstance(b, relation)):
+        return False
+    if not all(isinstance(x, (*relation, Set)) for x in (a, b)):
+        return False
+    symbols = a.free_symbols | b.free_symbols
+    if len(symbols) != 1:
+        return False
+    try:
+        sa, sb = (x if isinstance(x, Set) else x.as_set() for x in (a, b))
+        return bool(sa == sb or sa.symmetric_difference(sb).is_empty)
+    except Exception:  # sympy cannot solve it (NotImplementedError, TypeError, ...): not shown equal
+        return False
