@@ -28,8 +28,8 @@ def from_plain(s: str) -> str:
         return s
     cas = "*" in s  # I and E are SymPy's imaginary unit and Euler's number only in a written-out expression
     s = s.replace("**", "^")
-    s = _calls(s)
-    s = _braced_powers(s)
+    s = _rewrite(s, _CALL, lambda m, args: _latex_call(m.group(1), m.group(2), args))
+    s = _rewrite(s, _PAREN_POWER, lambda m, exponent: f"^{{{exponent}}}")  # x^(1/2) is x^{1/2}
     s = _PI.sub(r"\\pi ", s)
     s = _INFINITY.sub(r"\\infty ", s)
     if cas:
@@ -47,15 +47,15 @@ def _closing(s: str, start: int) -> int | None:
     return None
 
 
-def _calls(s: str) -> str:
-    """Every call `name(args)` rewritten as LaTeX, innermost arguments too."""
+def _rewrite(s: str, pattern: re.Pattern, render) -> str:
+    """`s` with every match of `pattern` (which ends at an opening parenthesis) and its parenthesized group replaced
+    by render(match, group), the group's own matches rewritten first; an unclosed group ends the rewriting."""
     out, pos = [], 0
-    while m := _CALL.search(s, pos):
+    while m := pattern.search(s, pos):
         end = _closing(s, m.end() - 1)
         if end is None:
             break
-        name, power, args = m.group(1), m.group(2), _calls(s[m.end() : end])
-        out.append(s[pos : m.start()] + _latex_call(name, power, args))
+        out.append(s[pos : m.start()] + render(m, _rewrite(s[m.end() : end], pattern, render)))
         pos = end + 1
     return "".join(out) + s[pos:]
 
@@ -74,15 +74,3 @@ def _latex_call(name: str, power: str | None, args: str) -> str:
         value, _, base = args.rpartition(",")
         return f"\\log_{{{base.strip()}}}{power}({value.strip()})"
     return f"\\{_INVERSE.get(name, name)}{power}({args})"
-
-
-def _braced_powers(s: str) -> str:
-    """x^(1/2) → x^{1/2}: a parenthesized exponent, as plain text writes it, is a braced one."""
-    out, pos = [], 0
-    while m := _PAREN_POWER.search(s, pos):
-        end = _closing(s, m.end() - 1)
-        if end is None:
-            break
-        out.append(s[pos : m.start()] + "^{" + _braced_powers(s[m.end() : end]) + "}")
-        pos = end + 1
-    return "".join(out) + s[pos:]
