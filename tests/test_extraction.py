@@ -50,6 +50,17 @@ from pipeline_kit.grading.extraction import boxed_content, extract_answer, final
         # a final answer stated after the last box is the answer; boxes joined by several joiners are one answer
         ("first \\boxed{12}, then \\boxed{30}. Final Answer: The final answer is $42$.", "42"),
         ("\\[ \\boxed{-3} \\quad \\text{and} \\quad \\boxed{4}. \\]", "-3, 4"),
+        # <answer> tags (DeepSeek-R1-Zero's template): the last tag beats what the reasoning stated before it; its
+        # closing tag may be cut by a stop string; a box after it is the answer after all
+        ("<think>the answer is 5? no</think>\n<answer>7</answer>", "7"),
+        ("<think>try \\boxed{3}</think> <answer>The total is 12 apples.</answer>", "12"),
+        ("<think>...</think><answer>\\boxed{\\frac{1}{2}}</answer>", "\\frac{1}{2}"),
+        ("<think>...</think><answer> 42 ", "42"),
+        ("<answer>5</answer> on second thought \\boxed{6}", "6"),
+        # plain-text function notation (SymPy's printed forms) is a formula, not prose cut to its last number
+        ("The answer is sqrt(2)/2.", "sqrt(2)/2"),
+        ("Answer: sin(x)**2 + 1", "sin(x)**2 + 1"),
+        ("so the result is $2*sqrt(3)$", "2*sqrt(3)"),
     ],
 )
 def test_extract_answer(text, answer):
@@ -72,6 +83,7 @@ def test_no_answer_is_none():
         ("The answer is 7, so \\boxed{7}.", "7", "7"),
         ("first \\boxed{3}, then \\fbox{4}", "4", "4"),
         ("cut off: \\boxed{3} and then \\boxed{\\frac{1", None, None),
+        ("<think>so</think><answer>7</answer>", None, "7"),  # boxed mode reads no tags
     ],
 )
 def test_extraction_modes(text, boxed, auto):
@@ -89,7 +101,7 @@ def test_an_unknown_mode_is_one_line():
     from pipeline_kit.errors import UserError
     from pipeline_kit.grading.extraction import check_mode
 
-    with pytest.raises(UserError, match=r"--extract='box' is not an extraction mode; use one of: boxed, auto"):
+    with pytest.raises(UserError, match=r"--extract='box' is not an extraction mode; use one of: boxed, auto, mcq\."):
         check_mode("box")
 
 
@@ -119,6 +131,30 @@ def test_last_boxed_keeps_the_command():
 )
 def test_multiple_choice_letters(text, letter):
     assert extract_answer(text, multiple_choice=True) == letter
+
+
+@pytest.mark.parametrize(
+    ("text", "letter"),
+    [
+        # the last stated letter, boxed or after "answer"/"option"/"choice", whichever comes last
+        ("I first thought \\boxed{A}. Checking again, the answer is (C).", "C"),
+        ("The answer is (B)... no wait. Final: \\boxed{\\text{D}}", "D"),
+        ("**Answer:** $\\textbf{(E)}$", "E"),
+        ("The correct option is C.", "C"),
+        ("so the answer is (c)", "C"),  # lowercase only in parentheses
+        ("<think>Answer: A?</think><answer>B</answer>", "B"),
+        # a reply, or a last line, that is nothing but a letter
+        ("D", "D"),
+        ("Comparing the options...\n\n**B**", "B"),
+        # no stated letter: no answer
+        ("The answer is a prime number.", None),
+        ("(A) fails and (B) fails; I cannot decide.", None),
+        ("\\boxed{12}", None),
+        ("", None),
+    ],
+)
+def test_mcq_mode_takes_the_last_stated_letter(text, letter):
+    assert extract_answer(text, mode="mcq") == letter
 
 
 def test_multiple_choice_without_a_letter_gives_the_stated_answer():

@@ -66,7 +66,7 @@ def test_kit_grade_folder_in_place(kit, tmp_path: Path):
 
     r = kit("grade", str(results), "--extract=box")
     assert r.returncode == 2 and r.stderr.strip().splitlines() == [
-        "kit: error: --extract='box' is not an extraction mode; use one of: boxed, auto."
+        "kit: error: --extract='box' is not an extraction mode; use one of: boxed, auto, mcq."
     ], r.stderr
 
 
@@ -205,7 +205,7 @@ def test_file_rewritten_meanwhile_is_not_overwritten(tmp_path: Path, monkeypatch
 def test_missing_math_verify_is_one_line(tmp_path: Path, monkeypatch):
     from pipeline_kit.grading import grader_pool
 
-    out = write_jsonl(tmp_path / "output.jsonl", [{"expected_answer": "\\cot x", "generation": "\\boxed{\\tan x}"}])
+    out = write_jsonl(tmp_path / "output.jsonl", [{"expected_answer": "6", "generation": "\\boxed{\\binom{4}{2}}"}])
     before = out.read_bytes()
     monkeypatch.setitem(sys.modules, "math_verify", None)  # import math_verify now raises ImportError
     grader_pool._cache.clear()
@@ -214,3 +214,36 @@ def test_missing_math_verify_is_one_line(tmp_path: Path, monkeypatch):
     assert out.read_bytes() == before
     write_jsonl(out, [{"expected_answer": "12", "generation": "\\boxed{12}"}])  # the string rules need none
     assert grade_files([out], workers=0)[0].correct == 1
+
+
+def test_mcq_mode_grades_letters_in_any_case(tmp_path: Path):
+    out = write_jsonl(
+        tmp_path / "output.jsonl",
+        [
+            {"expected_answer": "C", "generation": "Checking each option, the answer is (c)."},
+            {"expected_answer": "b", "generation": "first \\boxed{A}, then on reflection \\boxed{B}"},
+            {"expected_answer": "\\text{(A)}", "generation": "Answer: D"},
+            {"expected_answer": "B", "generation": "I cannot tell."},
+            {"expected_answer": "B", "generation": "so \\boxed{12}", "options": ["10", "12", "14"]},  # a letter only
+        ],
+    )
+    [summary] = grade_files([out], workers=0, extract="mcq")
+    graded = read_jsonl(out)
+    assert [r["predicted_answer"] for r in graded] == ["C", "B", "D", None, None]
+    assert [r["symbolic_correct"] for r in graded] == [True, True, False, False, False]
+    assert summary.correct == 2 and {r["extract_mode"] for r in graded} == {"mcq"}
+    write_jsonl(out, [{"expected_answer": "12", "generation": "\\boxed{12}"}])
+    with pytest.raises(UserError, match=r"output.jsonl:1: extraction mode mcq grades option letters, but expected"):
+        grade_files([out], workers=0, extract="mcq")
+
+
+def test_lists_in_any_order_when_the_problem_or_the_benchmark_says_so(tmp_path: Path):
+    rows = [
+        {"expected_answer": "-2, 3", "generation": "\\boxed{3, -2}", "problem": "Find all real x with x^2 = x + 6."},
+        {"expected_answer": "-2, 3", "generation": "\\boxed{3, -2}", "problem": "Give a and b in increasing order."},
+        {"expected_answer": "(1,2), (2,1)", "generation": "\\boxed{(2,1), (1,2)}", "is_multiple_answer": True},
+        {"expected_answer": "(1,2), (2,1)", "generation": "\\boxed{(2,1), (1,2)}", "is_multiple_answer": False},
+    ]
+    out = write_jsonl(tmp_path / "output.jsonl", rows)
+    grade_files([out], workers=0)
+    assert [r["symbolic_correct"] for r in read_jsonl(out)] == [True, False, True, False]

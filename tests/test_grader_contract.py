@@ -1,6 +1,7 @@
 """The grader's contract: every case of tests/data/grader_cases/*.jsonl (assertions from NeMo-Skills',
 hendrycks/math's, lighteval's, verl's, open-instruct's and TensorRT-LLM's tests; the documented rules of Qwen2.5-Math,
-Minerva/lm-eval-harness and NeMo-Skills; answer forms of the shipped benchmarks) passes, or is listed in
+Minerva/lm-eval-harness and NeMo-Skills; answer forms of the shipped benchmarks; answer forms of today's models and
+of computer-algebra systems, each with the documented convention it follows) passes, or is listed in
 tests/grader_disagreements.yaml with its reason, at most 5% of any file. Then kit's own rules, the timeout and
 the process pool."""
 
@@ -17,6 +18,7 @@ import yaml
 
 from pipeline_kit.grading import grader_pool
 from pipeline_kit.grading.extraction import boxed_content, extract_answer, last_boxed
+from pipeline_kit.grading.grade import any_order
 from pipeline_kit.grading.math_grader import Task, Verdict, equivalent, grade
 from pipeline_kit.grading.normalize import lists_any_order
 
@@ -27,6 +29,7 @@ FILES = (
     "lighteval.jsonl",
     "extraction_unit_tests.jsonl",
     "evaluator_rules.jsonl",
+    "answer_forms.jsonl",
 )
 DISAGREEMENTS = Path(__file__).with_name("grader_disagreements.yaml")
 MAX_SHARE = 0.05
@@ -37,10 +40,12 @@ def read_cases(name: str) -> list[dict]:
 
 
 def equivalence_passes(name: str, case: dict) -> tuple[bool, str]:
-    """lighteval's cases are whole responses (its compare_strings extracts first); the others are answers.
-    NeMo-Skills asserts both argument orders."""
-    pred = extract_answer(case["pred"]) if name == "lighteval.jsonl" else case["pred"]
-    got = [grade(Task(pred, case["gold"])).correct]
+    """lighteval's cases are whole responses (its compare_strings extracts first), and so are those marked
+    `response`; the others are answers. NeMo-Skills asserts both argument orders. A case's `problem` or
+    `is_multiple_answer` (the record fields) decide whether its lists may come in any order."""
+    whole = name == "lighteval.jsonl" or case["options"].get("response")
+    pred = extract_answer(case["pred"]) if whole else case["pred"]
+    got = [grade(Task(pred, case["gold"], any_order=any_order(case["options"]))).correct]
     if case["options"].get("symmetric"):  # options is the source test's settings; most have none
         got.append(grade(Task(case["gold"], pred)).correct)
     return all(g == case["equivalent"] for g in got), f"predicted {pred!r}: {got}"

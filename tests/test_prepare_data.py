@@ -265,8 +265,12 @@ def test_extra_datasets(kit, mirror, tmp_path):
         (lambda t: t.replace("def prepare(row, index):", "def prepar(row, index):"), "defines no prepare(row, index)"),
         (lambda t: t + "\ndef broken(:\n", "syntax error in benchmark module"),
         (lambda t: t + '\nEXTRACT = "box"\n', "EXTRACT='box' is not an extraction mode; use one of: boxed, auto"),
+        (
+            lambda t: t.replace('METRICS_TYPE = "math"', 'METRICS_TYPE = "maths"'),
+            "METRICS_TYPE = 'maths' is not a metrics type; use one of: 'math', 'mcq'.",
+        ),
     ],
-    ids=["missing", "typo", "type", "format", "no-prepare", "syntax", "extract"],
+    ids=["missing", "typo", "type", "format", "no-prepare", "syntax", "extract", "metrics-type"],
 )
 def test_broken_extra_module_is_one_line(kit, tmp_path, edit, expected):
     extra = tmp_path / "extra"
@@ -287,7 +291,8 @@ def test_extra_benchmark_may_not_shadow_a_shipped_one(kit, tmp_path):
 
 
 def test_extraction_mode_of_a_benchmark(tmp_path):
-    """EXTRACT, else the `extract:` of its prompt config (also one given by ++prompt_config), else boxed."""
+    """EXTRACT, else the `extract:` of its prompt config (also one given by ++prompt_config), else its
+    METRICS_TYPE's: boxed for math, mcq for mcq."""
     from pipeline_kit.benchmarks import get_benchmark
     from pipeline_kit.errors import UserError
 
@@ -301,6 +306,10 @@ def test_extraction_mode_of_a_benchmark(tmp_path):
     assert get_benchmark("fixed", tmp_path).extract_mode() == "auto"
     assert get_benchmark("by_prompt", tmp_path).extract_mode() == "auto"
     assert get_benchmark("plain", tmp_path).extract_mode((f"++prompt_config={tmp_path / 'stated.yaml'}",)) == "auto"
+    (tmp_path / "choices.py").write_text(MINE.replace('METRICS_TYPE = "math"', 'METRICS_TYPE = "mcq"'))
+    (tmp_path / "choices_prompt.py").write_text(MINE.replace("generic/math", "generic/mcq"))
+    assert get_benchmark("choices", tmp_path).extract_mode() == "mcq"  # generic/math names none: the type's
+    assert get_benchmark("choices_prompt", tmp_path).extract_mode() == "mcq"  # generic/mcq's extract: mcq
     with pytest.raises(UserError, match=r"bad.yaml: extract='boxes' is not an extraction mode"):
         get_benchmark("plain", tmp_path).extract_mode((f"++prompt_config={tmp_path / 'bad.yaml'}",))
 

@@ -400,6 +400,25 @@ def test_the_extraction_mode_of_kits_verdicts_is_chosen_and_shown(tmp_path: Path
     assert json.loads((bench / "metrics.json").read_text())["b"]["greedy"]["symbolic_correct"] == correct
 
 
+def test_mcq_answers_get_pass_at_k_majority_and_no_answer_as_math_does(tmp_path: Path, capsys):
+    bench = tmp_path / "gpqa"
+    bench.mkdir()
+    replies = {  # problem 0 expects C, problem 1 expects a (any case); seed -> reply
+        0: ["the answer is (c)", "\\boxed{B}", "Answer: C", "hmm, no idea"],
+        1: ["\\boxed{B}", "Answer: B", "I cannot tell", "The correct option is A."],
+    }
+    for seed in range(4):
+        rows = [{"id": i, "expected_answer": "C" if i == 0 else "a", "generation": replies[i][seed]} for i in (0, 1)]
+        (bench / f"output-rs{seed}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert main(["summarize", str(bench), "--extract=mcq"]) == 0, capsys.readouterr().err
+    assert "graded by: kit; answers extracted: mcq" in capsys.readouterr().out.splitlines()
+    metrics = json.loads((bench / "metrics.json").read_text())["gpqa"]
+    assert metrics["pass@1[avg-of-4]"]["symbolic_correct"] == 37.5  # runs: 50, 0, 50, 50
+    assert metrics["pass@1[avg-of-4]"]["no_answer"] == 25.0  # 2 of the 8 samples state no letter
+    assert metrics["majority@4"]["symbolic_correct"] == 50.0  # C wins problem 0 (2 of 3 votes), B problem 1
+    assert metrics["pass@4"]["symbolic_correct"] == 100.0
+
+
 @pytest.mark.parametrize("n", range(1, 8))
 def test_pass_at_k_matches_enumeration(n: int):
     for c in range(n + 1):

@@ -22,7 +22,7 @@ from pipeline_kit import plugins
 from pipeline_kit.benchmark_helpers import Source  # a setting's type
 from pipeline_kit.data_fingerprint import SHOWN
 from pipeline_kit.errors import UserError, closest
-from pipeline_kit.grading.extraction import check_mode
+from pipeline_kit.grading.extraction import METRICS_TYPES, check_mode
 from pipeline_kit.overrides import override_value, take_override
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
@@ -41,7 +41,7 @@ class Setting:
 
 SETTINGS = (
     Setting("GROUP", (str,), "the family of benchmarks it belongs to, e.g. 'math'"),
-    Setting("METRICS_TYPE", (str,), "how its results are graded and scored, e.g. 'math'"),
+    Setting("METRICS_TYPE", (str,), "how its results are graded and scored: 'math', or 'mcq' (option letters)"),
     Setting("PROMPT_CONFIG", (str,), "the prompt config of its generations, e.g. 'generic/math'"),
     Setting("SPLIT", (str,), "the split it writes: <data_dir>/NAME/<SPLIT>.jsonl"),
     Setting("NUM_SAMPLES", (int,), "how many sampled seeds `kit eval` runs by default (0: one greedy output)"),
@@ -58,8 +58,9 @@ SETTINGS = (
     Setting(
         "EXTRACT",
         (str, type(None)),
-        "how answers are extracted for grading: 'boxed' (the last \\boxed{}) or 'auto' (also stated answers); None: "
-        "its prompt config's `extract`, else boxed",
+        "how answers are extracted for grading: 'boxed' (the last \\boxed{}), 'auto' (also stated answers) or 'mcq' "
+        "(the last stated option letter); None: its prompt config's `extract`, else its METRICS_TYPE's (math: "
+        "boxed, mcq: mcq)",
         required=False,
         default=None,
     ),
@@ -138,13 +139,13 @@ class Benchmark:
 
     def extract_mode(self, overrides: tuple[str, ...] = ()) -> str:
         """How its answers are extracted for grading: EXTRACT, else the `extract` of its prompt config (the last
-        ++prompt_config of `overrides`, else PROMPT_CONFIG), else boxed."""
+        ++prompt_config of `overrides`, else PROMPT_CONFIG), else that of its METRICS_TYPE (boxed for math)."""
         if self.extract is not None:
             return self.extract
         from pipeline_kit.inference.prompts import load_prompt_config
 
         given, _ = take_override(overrides, "prompt_config")  # read as the generation script reads it
-        return load_prompt_config(given or self.prompt_config).extract or "boxed"
+        return load_prompt_config(given or self.prompt_config).extract or METRICS_TYPES[self.metrics_type]
 
     def generation_overrides(self, sampled: bool) -> tuple[str, ...]:
         """The benchmark's defaults as `++key=value` overrides of a generation (prompt config, sampling, extras)."""
@@ -235,6 +236,11 @@ def _import(name: str, module_file: Path) -> ModuleType:
 
 
 def _check_values(where: str, v: dict[str, Any]) -> None:
+    if v["METRICS_TYPE"] not in METRICS_TYPES:
+        raise UserError(
+            f"{where}: METRICS_TYPE = {v['METRICS_TYPE']!r} is not a metrics type; use one of: "
+            f"{', '.join(map(repr, METRICS_TYPES))}."
+        )
     if not NAME_RE.match(v["SPLIT"]):
         raise UserError(f"{where}: SPLIT = {v['SPLIT']!r} must be a plain file name stem such as 'test'.")
     if v["NUM_SAMPLES"] < 0:

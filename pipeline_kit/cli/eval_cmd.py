@@ -42,8 +42,9 @@ def register(app: typer.Typer, plan_app: typer.Typer | None = None) -> None:
             str | None,
             typer.Option(
                 "--extract",
-                help="Answer extraction for grading: boxed (the last \\boxed{}; none, no answer) or auto (also a "
-                "stated final answer, else the last expression). Default: each benchmark's EXTRACT.",
+                help="Answer extraction for grading: boxed (the last \\boxed{}; none, no answer), auto (also a "
+                "stated final answer, else the last expression) or mcq (the last stated option letter). Default: each "
+                "benchmark's EXTRACT.",
             ),
         ] = None,
         container: Annotated[

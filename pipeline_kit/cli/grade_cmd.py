@@ -27,8 +27,9 @@ def register(app: typer.Typer) -> None:
             str,
             Opt(
                 "--extract",
-                help="Answer extraction: boxed (the last \\boxed{}; none, no answer) or auto (also a stated final "
-                "answer, else the last expression).",
+                help="Answer extraction: boxed (the last \\boxed{}; none, no answer), auto (also an <answer> tag, a "
+                "stated final answer, else the last expression) or mcq (the last stated option letter A-J, graded "
+                "against the expected letter in any case).",
             ),
         ] = "boxed",
     ) -> None:

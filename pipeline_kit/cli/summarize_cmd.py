@@ -51,7 +51,7 @@ def register(app: typer.Typer) -> None:
             str,
             Opt(
                 "--extract",
-                help="How kit's grader extracts the answers it grades here: boxed (the last \\boxed{}) or auto; "
+                help="How kit's grader extracts the answers it grades here: boxed (the last \\boxed{}), auto or mcq; "
                 "records graded already keep their mode (shown under the table).",
             ),
         ] = "boxed",

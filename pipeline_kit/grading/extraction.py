@@ -1,16 +1,17 @@
-"""Answer extraction: the predicted answer stated by a generation, as a string, or None when it states none. Two
-modes: `boxed` (the last \\boxed{}, NeMo-Skills' and Qwen2.5-Math's convention) and `auto` (also stated answers)."""
+"""Answer extraction: the predicted answer stated by a generation, as a string, or None when it states none. Three
+modes: `boxed` (the last \\boxed{}, NeMo-Skills' and Qwen2.5-Math's convention), `auto` (also <answer> tags and
+stated answers) and `mcq` (the last stated option letter)."""
 
 from __future__ import annotations
 
 import re
 
 from pipeline_kit.errors import UserError
-from pipeline_kit.grading.normalize import canonical, matching_brace, strip_wrappers
+from pipeline_kit.grading.boxes import BOX_JOINER, boxed_content, boxes, final_boxed, last_boxed  # noqa: F401  (callers take them from here too)
+from pipeline_kit.grading.choices import letter_first, stated_letter
+from pipeline_kit.grading.normalize import strip_wrappers
+from pipeline_kit.grading.notation import FUNCTION_CALL
 
-# one or more backslashes: a generation quoted twice (r'\\boxed{-3}') still counts
-_BOXED = re.compile(r"\\+(boxed|fbox)\b\s*")
-_BOX_JOINER = re.compile(r"[\s$,;]*(?:(?:and|or|&|\\q?quad|\\text\{\s*(?:and|or)\s*\})[\s$,;]*)*")
 _FINAL = re.compile(r"final answer(?: is)?\s*[:：]?", re.I)
 _HASHES = re.compile(r"^\s*####\s*(.+?)\s*$", re.M)
 _ANSWER_IS = re.compile(
@@ -20,6 +21,7 @@ _ANSWER_IS = re.compile(
 # "$n$ is 34", "x equals 5": after the name of what is asked for, the verb, then the answer
 _VERB = re.compile(r"\s*(?:is|are|equals|=|was|will be|would be|must be)\s+(?=\S)", re.I)
 _NAME = re.compile(r"(?=.*[A-Za-z])[A-Za-z0-9\\{}_^()+\-*,' ]{1,20}")  # n, m+n, f(3), a_1, \angle ABC
+_BOLD = re.compile(r"(?<![\w)\]}])\*\*|\*\*(?![\w(])")  # markdown's **bold**, not a power (x**2)
 _HOPE = re.compile(r"\s*I hope it is correct\.?\s*$", re.I)
 # $$…$$, $…$ or \(…\); a \$ (a dollar sign) opens or closes none of them
 _INLINE_MATH = re.compile(r"(?<!\\)\$\$(.+?)(?<!\\)\$\$|(?<!\\)\$(.+?)(?<!\\)\$|\\\((.+?)\\\)", re.S)
@@ -33,60 +35,19 @@ _MATH_TOKEN = re.compile(
 )
 _PROSE_WORD = re.compile(r"(?<![\\A-Za-z])[^\W\d_]{3,}|[\u3000-\u9fff\uac00-\ud7af]")
 _SHORT_ANSWER = 60  # a whole generation this short and not prose is its own answer ("42", "\frac{4}{23}")
-_LETTERS = "ABCDEFGHIJ"
-
-
-def _boxes(text: str) -> tuple[list[tuple[int, int, str]], bool]:
-    """The outermost boxes of `text` as (start, end, content), and whether the last \\boxed is never closed."""
-    boxes: list[tuple[int, int, str]] = []
-    open_last = False
-    for m in _BOXED.finditer(text):
-        if boxes and m.start() < boxes[-1][1]:
-            continue  # \boxed{\boxed{1}}: inside the previous one
-        if m.end() < len(text) and text[m.end()] == "{":
-            end = matching_brace(text, m.end())
-            if end is not None:
-                boxes.append((m.start(), end + 1, text[m.end() + 1 : end]))
-            open_last = end is None
-        else:  # \boxed 42$ (no braces): up to the next $ or space
-            tail = re.match(r"[^\s$]+", text[m.end() :]) if m.group().endswith((" ", "\t")) else None
-            if tail:
-                boxes.append((m.start(), m.end() + tail.end(), tail.group()))
-            open_last = tail is None
-    return boxes, open_last
-
-
-def last_boxed(text: str) -> str | None:
-    """The last `\\boxed{…}` or `\\fbox{…}` of `text` with its braces balanced (or `\\boxed 42` up to the next `$` or
-    space), command included; None when there is none or the last one is never closed (a cut-off generation)."""
-    boxes, open_last = _boxes(text)
-    return None if open_last or not boxes else text[boxes[-1][0] : boxes[-1][1]]
-
-
-def boxed_content(text: str) -> str | None:
-    """What the last \\boxed{} of `text` holds (see last_boxed); None when there is none or it is empty."""
-    boxes, open_last = _boxes(text)
-    return None if open_last or not boxes else boxes[-1][2].strip() or None
-
-
-def final_boxed(text: str) -> str | None:
-    """The content of the last \\boxed{}, or of the last run of boxes joined only by commas, "and" or "or"
-    ("\\boxed{2} and \\boxed{3}" → "2, 3": one answer boxed in parts); earlier boxes are steps on the way."""
-    boxes, open_last = _boxes(text)
-    if open_last or not boxes:
-        return None
-    i = len(boxes) - 1
-    while i > 0 and _BOX_JOINER.fullmatch(text[boxes[i - 1][1] : boxes[i][0]]):
-        i -= 1
-    parts = [b[2].strip() for b in boxes[i:]]
-    return ", ".join(p for p in parts if p) or None
 
 
 EXTRACT_MODES = {
     "boxed": "the last \\boxed{} (or \\fbox{}); no box, no answer",
-    "auto": "the last \\boxed{}, else a stated final answer, else the last expression",
+    "auto": "the last <answer>…</answer> or \\boxed{}, else a stated final answer, else the last expression",
+    "mcq": "the last stated option letter A-J (\\boxed{C}, 'Answer: C', 'the answer is (C)'), else a reply that is "
+    "one letter; the expected answer is a letter too (any case), or the letter of its option",
 }
 DEFAULT_EXTRACT = "boxed"  # a bare file: the convention of published boxed-prompt numbers; GRPO's reward too
+# what a benchmark's METRICS_TYPE says its answers are, and the extraction mode it implies (its EXTRACT and its
+# prompt config's `extract` come first): math answers, or the letter of a multiple-choice option
+METRICS_TYPES = {"math": DEFAULT_EXTRACT, "mcq": "mcq"}
+_ANSWER_TAG, _ANSWER_TAG_END = "<answer>", "</answer>"
 
 
 def check_mode(mode: str, where: str = "--extract") -> str:
@@ -99,23 +60,29 @@ def check_mode(mode: str, where: str = "--extract") -> str:
 def extract_answer(text: str | None, multiple_choice: bool = False, mode: str = "auto") -> str | None:
     """The answer `text` states. mode "boxed": the content of the last \\boxed{}/\\fbox{} (or run of boxes joined
     by "and"/commas, see final_boxed), None without one, as the published numbers of boxed-prompt benchmarks count
-    it. mode "auto", by the first rule that finds one: the last box; "The final answer is X" (without "I hope it is
-    correct", a closing period or $); "#### X"; "the answer is X" / "Answer: X" (also réponse, respuesta, Antwort,
-    答案); the whole text when it is a short formula; the last $…$ that is not prose; the last number. With
-    `multiple_choice`, a letter A-J comes first: a boxed letter, and in auto mode a stated one, then the last "(B)".
-    None when nothing is found."""
+    it. Modes "auto" and "mcq" first narrow `text` to its last <answer>…</answer> (R1-Zero-style prompts; the
+    closing tag may be cut by a stop string), unless a box follows it. mode "mcq": the last stated option letter
+    (choices.stated_letter). mode "auto", by the first rule that finds one: the last box; "The final answer is X"
+    (without "I hope it is correct", a closing period or $); "#### X"; "the answer is X" / "Answer: X" (also
+    réponse, respuesta, Antwort, 答案); the whole text when it is a short formula; the last $…$ that is not prose;
+    the last number. With `multiple_choice`, a letter A-J comes first: a boxed letter, and in auto mode a stated
+    one, then the last "(B)". None when nothing is found."""
     if not text or not text.strip():
         return None
+    if mode != "boxed":
+        text = _tagged(text)
+    if mode == "mcq":
+        return stated_letter(text)
     if multiple_choice:
-        letter = _choice(text, boxed_only=mode == "boxed")
+        letter = letter_first(text, boxed_only=mode == "boxed")
         if letter is not None:
             return letter
-    boxes, open_last = _boxes(text)
+    found, open_last = boxes(text)
     boxed = final_boxed(text)
     if mode == "boxed" or open_last:  # a box left open: cut off mid-answer, no answer
         return boxed
     if boxed is not None:  # "...\\boxed{255} ... The final answer is $10,455$": the statement after the boxes
-        return _stated(text[boxes[-1][1] :], _FINAL) or boxed
+        return _stated(text[found[-1][1] :], _FINAL) or boxed
     stated = _stated(text, _FINAL)
     if stated is not None:
         return stated
@@ -126,6 +93,19 @@ def extract_answer(text: str | None, multiple_choice: bool = False, mode: str = 
     if stated is not None:
         return stated
     return _fallback(text)
+
+
+def _tagged(text: str) -> str:
+    """What the last <answer> tag of `text` holds (up to </answer> or the end), or `text` when it has none, or
+    when a box comes after it (the answer then is boxed after all)."""
+    start = text.rfind(_ANSWER_TAG)
+    if start == -1:
+        return text
+    body = text[start + len(_ANSWER_TAG) :]
+    end = body.find(_ANSWER_TAG_END)
+    if end != -1 and "box" in body[end:] and boxes(body[end:])[0]:
+        return text
+    return body if end == -1 else body[:end]
 
 
 def _stated(text: str, anchor: re.Pattern) -> str | None:
@@ -141,7 +121,7 @@ def _after_anchor(rest: str) -> str | None:
     if segments:  # the first $…$, with those right after it joined by commas or "and" ($f(n)=n$, $g(n)=1$)
         run = [segments[0]]
         for m in segments[1:]:
-            if not _BOX_JOINER.fullmatch(line[run[-1].end() : m.start()]):
+            if not BOX_JOINER.fullmatch(line[run[-1].end() : m.start()]):
                 break
             run.append(m)
         parts = [strip_wrappers(next(g for g in m.groups() if g is not None)) for m in run]
@@ -153,7 +133,7 @@ def _after_anchor(rest: str) -> str | None:
     m = re.match(r"(.{1,20}?)\s+(?:is|are|equals)\s+(?=\S)", line)
     if m and _NAME.fullmatch(m.group(1).replace("the ", "").replace("The ", "")):
         line = line[m.end() :]  # "x is 5", "the sum equals 12"
-    line = strip_wrappers(line.replace("**", ""))
+    line = strip_wrappers(_BOLD.sub("", line))
     if _PROSE_WORD.search(_without_commands(line)):
         token = _MATH_TOKEN.search(line)
         if token:
@@ -172,7 +152,7 @@ def _last_of_chain(s: str) -> str:
 
 
 def _fallback(text: str) -> str | None:
-    stripped = strip_wrappers(text.replace("**", ""))
+    stripped = strip_wrappers(_BOLD.sub("", text))
     if len(stripped) <= _SHORT_ANSWER and not _PROSE_WORD.search(_without_commands(stripped)):
         return stripped or None
     math, math_end = None, -1
@@ -188,26 +168,6 @@ def _fallback(text: str) -> str | None:
 
 
 def _without_commands(s: str) -> str:
-    """`s` without LaTeX command names and \\text{} bodies, so that \\frac or \\text{ cm} do not read as prose."""
-    return re.sub(r"\\(?:text|mathrm|mbox|begin|end)\{[^{}]*\}|\\[A-Za-z]+", " ", s)
-
-
-def _choice(text: str, boxed_only: bool = False) -> str | None:
-    """A multiple-choice letter: boxed (\\boxed{B}, \\boxed{(B)}, \\boxed{\\text{B}}), then unless `boxed_only`
-    stated ("answer is (B)", "Answer: B") or the last "(B)" of the text."""
-    boxed = boxed_content(text)
-    if boxed is not None or boxed_only:
-        return None if boxed is None else _letter_of(boxed)
-    stated = list(re.finditer(rf"answer\s*(?:is|[:：])?\s*[:：]?\s*\**\s*\(?([{_LETTERS}])\b\)?", text, re.I))
-    stated = [m for m in stated if m.group(1).isupper()]
-    if stated:
-        return stated[-1].group(1)
-    marked = re.findall(rf"\(([{_LETTERS}])\)", text)
-    return marked[-1] if marked else None
-
-
-def _letter_of(answer: str) -> str | None:
-    """B for B, (B), B), \\text{(B)}, \\textbf{B}, "B: 12" or "(B) 12"; None when `answer` is no letter."""
-    s = canonical(answer)
-    m = re.match(rf"\(?([{_LETTERS}])(?![A-Za-z0-9_=])", s)
-    return m.group(1) if m else None
+    """`s` without LaTeX command names, \\text{} bodies and plain-text function names, so that \\frac, \\text{ cm} or
+    sqrt(2) do not read as prose."""
+    return FUNCTION_CALL.sub(" ", re.sub(r"\\(?:text|mathrm|mbox|begin|end)\{[^{}]*\}|\\[A-Za-z]+", " ", s))

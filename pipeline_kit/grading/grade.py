@@ -13,6 +13,7 @@ from pathlib import Path
 
 from pipeline_kit.atomic import write_atomic
 from pipeline_kit.errors import UserError
+from pipeline_kit.grading.choices import expected_letter
 from pipeline_kit.grading.extraction import DEFAULT_EXTRACT, EXTRACT_MODES, check_mode, extract_answer
 from pipeline_kit.grading.grader_pool import grade_tasks
 from pipeline_kit.grading.math_grader import DEFAULT_TIMEOUT, GRADER_VERSION, Task
@@ -95,8 +96,8 @@ def grade_files(
 
 def task_of(record: dict, where: str, extract: str) -> Task:
     """The grading task of one record: its answer extracted from `generation` by mode `extract` (as a letter when
-    the question is multiple-choice: it has `options`, or its expected answer is a letter A-J), the expected answer,
-    the options, and whether lists may come in any order (its `problem` says so)."""
+    the question is multiple-choice: it has `options`, or its expected answer is a letter A-J), the expected answer
+    (in mode mcq its letter, upper-cased), the options, and whether lists may come in any order (any_order)."""
     for key in ("generation", "expected_answer"):
         if key not in record:
             raise UserError(f"{where}: the record has no '{key}'; grading needs 'generation' and 'expected_answer'.")
@@ -109,13 +110,28 @@ def task_of(record: dict, where: str, extract: str) -> Task:
         raise UserError(f"{where}: generation must be a string, got {type(generation).__name__}; regenerate it.")
     options = _options(record.get("options"), where)  # optional: only multiple-choice records have options
     multiple_choice = bool(options) or choice_letter(canonical(expected)) is not None
-    problem = record.get("problem")  # optional: without it lists are compared in order
+    if extract == "mcq":  # a letter against a letter, in any case; or through options against its option's text
+        letter = expected_letter(expected)
+        if letter is None and not options:
+            raise UserError(
+                f"{where}: extraction mode mcq grades option letters, but expected_answer {expected!r} is no letter "
+                "A-J and the record has no options; grade such answers with --extract=boxed or auto."
+            )
+        expected = letter or expected
     return Task(
         predicted=extract_answer(generation, multiple_choice=multiple_choice, mode=extract),
         expected=expected,
         options=options,
-        any_order=lists_any_order(problem if isinstance(problem, str) else None),
+        any_order=any_order(record),
     )
+
+
+def any_order(record: dict) -> bool:
+    """Whether the lists of a record's answers may come in any order: its `problem` asks for all solutions
+    (normalize.lists_any_order), or its benchmark marks the answer as several answers (OlympiadBench's
+    `is_multiple_answer`). Both fields are optional: without them lists are compared in order."""
+    problem = record.get("problem")
+    return record.get("is_multiple_answer") is True or lists_any_order(problem if isinstance(problem, str) else None)
 
 
 def grading_key(task: Task, extract: str) -> str:

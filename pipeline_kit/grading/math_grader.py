@@ -4,6 +4,7 @@ math-verify (sympy) the rest, under a per-answer timeout that counts as incorrec
 from __future__ import annotations
 
 import logging
+import re
 import signal
 import threading
 from dataclasses import dataclass
@@ -11,12 +12,14 @@ from functools import lru_cache
 
 from pipeline_kit.errors import UserError
 from pipeline_kit.grading import normalize as nz
-from pipeline_kit.grading import numeric
+from pipeline_kit.grading import numeric, quantities, relations
 from pipeline_kit.grading.extraction import extract_answer, final_boxed
 
-GRADER_VERSION = 2  # part of every record's grading_key: bump it when a rule changes what is equal
+GRADER_VERSION = 3  # part of every record's grading_key: bump it when a rule changes what is equal
 DEFAULT_TIMEOUT = 10.0  # seconds per answer
 _MAX_LIST = 16  # longer lists are left to math-verify whole (matching them item by item is quadratic)
+_LONE_I = re.compile(r"(?<![\\A-Za-z_])i(?![A-Za-z])")
+_BOUND_INDEX = re.compile(r"\\(?:sum|prod|lim)|i\s*(?:=|\\to)")
 
 
 @dataclass(frozen=True)
@@ -97,7 +100,10 @@ def equivalent(
     are assignments; assignments to the same variable by their right-hand sides; answers in numeric's small
     grammar (2\\sqrt{5}, x^3+3x-6, 8\\pi) by value at two points; then math-verify. With sympy=False, NeedsSympy
     is raised where math-verify is needed."""
-    predicted, expected = _stated(predicted), _stated(expected)
+    predicted, expected = nz.strip_wrappers(_stated(predicted)), nz.strip_wrappers(_stated(expected))
+    same_time = quantities.same_time(predicted, expected)  # before canonical drops "PM" as a unit
+    if same_time is not None:
+        return same_time
     p, e = nz.canonical(predicted), nz.canonical(expected)
     if not p or not e:
         return False
@@ -122,9 +128,14 @@ def equivalent(
         other = nz.decimal_comma(p if np_ is None else e)
         if other is not None and nz.numbers_equal(other, np_ or ne):
             return True
-    ip, ie = nz.as_interval(p), nz.as_interval(e)
+        number = quantities.number_with_unit(predicted if np_ is None else expected)  # 9.8 m/s^2 against 9.8
+        if number is not None and (value := nz.plain_number(nz.canonical(number))) is not None:
+            return nz.numbers_equal(value, np_ or ne)
+    ip, ie = nz.as_interval(p) or relations.interval_of(p), nz.as_interval(e) or relations.interval_of(e)
     if (ip or ie) and _equal_or_open(ip or p, ie or e, sympy):  # 1\le x<2 is [1,2); 5\ge x is x\le 5
         return True  # never False here: -x>-1 against x<1 is for math-verify to decide
+    if relations.same_solutions(p, e):  # (x-1)(x+2)=0 is x^2+x-2=0; 2x+1>3 is 1<x
+        return True
     wp, we = nz.words(p), nz.words(e)
     if wp is not None and we is not None:
         return wp == we
@@ -214,13 +225,23 @@ def _math_verify(p: str, e: str) -> bool:
     """math-verify's verdict on two canonical answers, each parsed as LaTeX math (expected first: it is the gold)."""
     from math_verify import verify
 
-    gold, pred = _parsed(e), _parsed(p)
+    gold, pred = _parsed(_imaginary(e)), _parsed(_imaginary(p))
     if not gold or not pred:
         return False
     if len(gold) == len(pred) == 2 and gold[1] != pred[1] and _surely_different(gold[0], pred[0]):
         return False  # skips verify's simplify() for most wrong answers
     # timeout_seconds=None: math-verify's own SIGALRM timer would replace grade()'s
-    return bool(verify(gold, pred, timeout_seconds=None))
+    if verify(gold, pred, timeout_seconds=None):
+        return True
+    return relations.same_solution_set(gold[0], pred[0])  # x^2<4 against -2<x<2, which verify tells apart
+
+
+def _imaginary(latex: str) -> str:
+    """`latex` with a lone i written I, which latex2sympy reads as the imaginary unit (i alone is a variable to it),
+    unless i is bound by a sum, product or limit (\\sum_{i=1}^n i)."""
+    if "i" not in latex or _BOUND_INDEX.search(latex):
+        return latex
+    return _LONE_I.sub("I", latex)
 
 
 def _surely_different(a, b) -> bool:

@@ -8,6 +8,8 @@ import re
 from dataclasses import dataclass
 from fractions import Fraction
 
+from pipeline_kit.grading.notation import from_plain
+
 # wrappers around a whole answer; `\boxed{...}` and `\fbox{...}` are unwrapped by _unwrap_command
 _DELIMITERS = (("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]"))
 _WRAPPING_COMMANDS = ("boxed", "fbox", "text", "textbf", "textrm", "mathrm", "mathbf", "mbox", "textit", "mathit")
@@ -43,8 +45,17 @@ _MEMBER_OF = re.compile(r"^[A-Za-z]\\in(?![A-Za-z])")
 _BASE = re.compile(r"([0-9][0-9A-Za-z]*)_\{?(\d+)\}?")
 _GROUP = re.compile(r"(\\\{|\(|\[)(.*)(\\\}|\)|\])", re.S)
 _ASSIGNMENT = re.compile(r"[A-Za-z](?:_\{?\w+\}?)?\s*=\s*(.+)")
+# a problem that asks for every solution ("Find all x", "Enter all the solutions, separated by commas", "the
+# roots"), unless it also fixes an order ("in increasing order", "from least to greatest")
 _ANY_ORDER = re.compile(
-    r"separated by commas|in any order|\ball\b[^.?!]*?\b(?:solutions|roots|values|zeros|zeroes)\b|\broots\b", re.I
+    r"separated by commas|in any order|\b(?:find|determine|list|give|compute|enter|state|identify|what are)\s+all\b"
+    r"|\ball\b[^.?!]*?\b(?:solutions|roots|values|zeros|zeroes)\b|\broots\b",
+    re.I,
+)
+_FIXED_ORDER = re.compile(
+    r"\b(?:in|by)\s+(?:increasing|decreasing|ascending|descending|numerical|alphabetical)\s+order\b|\bin order\b"
+    r"|\bfrom\s+(?:least|smallest|lowest|greatest|largest|highest)\s+to\b",
+    re.I,
 )
 
 _INT = re.compile(r"[+-]?\d+")
@@ -94,7 +105,7 @@ def strip_wrappers(text: str) -> str:
 
 def canonical(text: str) -> str:
     """The answer rewritten by the grader's string rules; two answers with the same canonical form are equal."""
-    s = _PERCENT_WORD.sub("%", strip_wrappers(text).replace("{,}", ","))
+    s = _PERCENT_WORD.sub("%", from_plain(strip_wrappers(text)).replace("{,}", ","))
     if (m := _MIXED.fullmatch(s)) and int(m.group(3)) < int(m.group(4)):  # before spaces go: 4 4/9 is not 44/9
         sign, whole, num, den, pct = m.groups()
         s = f"{sign}{whole}\\frac{{{num}}}{{{den}}}{pct or ''}"
@@ -311,6 +322,7 @@ def assignment(s: str) -> tuple[str, str] | None:
 
 
 def lists_any_order(problem: str | None) -> bool:
-    """Whether a problem asks for a list whose order does not matter ("separated by commas", "in any order", "all
-    the solutions", "the roots"); without a problem text lists are compared in order."""
-    return bool(problem) and _ANY_ORDER.search(problem) is not None
+    """Whether a problem asks for a list whose order does not matter ("separated by commas", "in any order", "find
+    all", "all the solutions", "the roots") and fixes none ("in increasing order"); without a problem text lists
+    are compared in order."""
+    return bool(problem) and _ANY_ORDER.search(problem) is not None and _FIXED_ORDER.search(problem) is None

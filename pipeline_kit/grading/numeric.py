@@ -1,13 +1,24 @@
-"""A numeric reading of everyday answer LaTeX (integers, + - * ^, \\frac, \\sqrt, \\pi, e, letters as variables,
-implicit products): two such answers are compared by value at two points instead of through sympy's slow parser."""
+"""A numeric reading of everyday answer LaTeX (integers, + - * ^, \\frac, \\sqrt, \\pi, e, i, |x|, \\sin and the
+other functions of LaTeX's math operators, letters as variables, implicit products): two such answers are compared
+by value at two points instead of through sympy's slow parser. i is the imaginary unit, as in complex-number
+answers; math-verify would read it as a variable."""
 
 from __future__ import annotations
 
 import cmath
 import re
 
-_TOKEN = re.compile(r"\d+|\\[A-Za-z]+|[A-Za-z]|[-+*^(){}\[\]]|\s+")  # no "/": a/bc reads two ways
-_COMMANDS = {"\\frac", "\\sqrt", "\\pi", "\\cdot", "\\times"}
+_TOKEN = re.compile(r"\d+|\\[A-Za-z]+|[A-Za-z]|[-+*^(){}\[\]|]|\s+")  # no "/": a/bc reads two ways
+# the functions of LaTeX's math operators, at their principal branches; \log is base 10, as math-verify reads it
+_FUNCTIONS = {
+    "\\sin": cmath.sin, "\\cos": cmath.cos, "\\tan": cmath.tan,
+    "\\sec": lambda z: 1 / cmath.cos(z), "\\csc": lambda z: 1 / cmath.sin(z), "\\cot": lambda z: 1 / cmath.tan(z),
+    "\\arcsin": cmath.asin, "\\arccos": cmath.acos, "\\arctan": cmath.atan,
+    "\\sinh": cmath.sinh, "\\cosh": cmath.cosh, "\\tanh": cmath.tanh,
+    "\\ln": cmath.log, "\\log": cmath.log10, "\\exp": cmath.exp,
+}  # fmt: skip
+_COMMANDS = {"\\frac", "\\sqrt", "\\pi", "\\cdot", "\\times", *_FUNCTIONS}
+_CONSTANTS = {"e", "i"}  # Euler's number and the imaginary unit, never variables
 # values the letters take: irrational-looking, positive and negative, not small integers
 POINTS = ((0.5377, -1.8339, 2.2588, 0.8622, -0.3188, 1.3077), (-1.4172, 0.6715, 1.2075, -0.7172, 1.6302, 0.4889))
 _TOLERANCE = 1e-9
@@ -20,24 +31,38 @@ class _Unsupported(Exception):
 def compare(a: str, b: str) -> bool | None:
     """True when canonical answers `a` and `b` have the same value at two points of their letters, False when they
     differ at both, None when either is outside this grammar (decimals, which are compared to 6 digits elsewhere,
-    functions, relations, sets, ±, ∞, ...) or a value is not finite."""
-    ta, tb = _tokens(a), _tokens(b)
-    if ta is None or tb is None:
+    relations, sets, ±, ∞, ...) or a value is not finite."""
+    found = values([a, b])
+    if found is None:
         return None
-    letters = sorted({t for t in ta + tb if len(t) == 1 and t.isalpha() and t != "e"})  # e: Euler's, as in sympy
-    if len(letters) > len(POINTS[0]):
+    verdicts = {close(x, y) for x, y in found}
+    return verdicts.pop() if len(verdicts) == 1 else None
+
+
+def values(exprs: list[str], points: tuple[tuple[float, ...], ...] = POINTS) -> list[list[complex]] | None:
+    """The values of `exprs` (canonical answers) at each of `points` (one value per letter, the same letters for
+    all), as one list per point; None when one is outside the grammar or a value is not finite."""
+    token_lists = [_tokens(x) for x in exprs]
+    if any(t is None for t in token_lists):
         return None
-    verdicts = set()
-    for point in POINTS:
+    letters = sorted({t for ts in token_lists for t in ts if len(t) == 1 and t.isalpha() and t not in _CONSTANTS})
+    if len(letters) > len(points[0]):
+        return None
+    out = []
+    for point in points:
         env = dict(zip(letters, point, strict=False))
         try:
-            x, y = _Parser(ta, env).value(), _Parser(tb, env).value()
+            row = [_Parser(ts, env).value() for ts in token_lists]
         except (_Unsupported, ArithmeticError, ValueError):
             return None
-        if not (finite(x) and finite(y)):
+        if not all(finite(v) for v in row):
             return None
-        verdicts.add(abs(x - y) <= _TOLERANCE * max(1.0, abs(x), abs(y)))
-    return verdicts.pop() if len(verdicts) == 1 else None
+        out.append(row)
+    return out
+
+
+def close(x: complex, y: complex) -> bool:
+    return abs(x - y) <= _TOLERANCE * max(1.0, abs(x), abs(y))
 
 
 def finite(z: complex) -> bool:
@@ -97,8 +122,8 @@ class _Parser:
             if token in ("*", "\\cdot", "\\times"):
                 self.take()
                 v *= self.unary()
-            elif token is not None and (token[0].isalnum() or token in ("(", "{", "\\frac", "\\sqrt", "\\pi")):
-                v *= self.power()  # implicit product: 5r^5, 2\sqrt{3}, (a+5)(b+2)
+            elif token is not None and (token[0].isalnum() or token in _COMMANDS or token in ("(", "{")):
+                v *= self.power()  # implicit product: 5r^5, 2\sqrt{3}, (a+5)(b+2), 2\sin x
             else:
                 return v
 
@@ -138,10 +163,12 @@ class _Parser:
         token = self.take()
         if token.isdigit():
             return complex(int(token))
-        if token in ("(", "{"):
+        if token in ("(", "{", "|"):
             v = self.expr()
-            self.take(")" if token == "(" else "}")
-            return v
+            self.take({"(": ")", "{": "}"}.get(token, "|"))
+            return abs(v) if token == "|" else v
+        if token in _FUNCTIONS:
+            return self._function(_FUNCTIONS[token])
         if token == "\\frac":
             numerator = self.argument()
             return numerator / self.argument()
@@ -154,11 +181,31 @@ class _Parser:
             return cmath.sqrt(self.argument())
         return self._letter_or_constant(token)
 
+    def _function(self, f) -> complex:
+        """\\sin^2 x, \\sin(x)^2, \\ln 2x: an optional power, then a parenthesized or braced argument, or else the
+        product of the numbers and letters that follow (\\sin 2x is sin(2x), \\sin x\\cos x two factors)."""
+        exponent = None
+        if self.peek() == "^":
+            self.take()
+            exponent = self.argument()
+            if exponent.real < 0:
+                raise _Unsupported  # \sin^{-1} x: the inverse function, not a power
+        if self.peek() in ("(", "{"):
+            argument = self.atom()
+        else:
+            argument = self.power()
+            while (token := self.peek()) is not None and (token[0].isalnum() or token == "\\pi"):
+                argument *= self.power()
+        v = f(argument)
+        return v if exponent is None else v**exponent
+
     def _letter_or_constant(self, token: str) -> complex:
         if token == "\\pi":
             return complex(cmath.pi)
         if token == "e":
             return complex(cmath.e)
+        if token == "i":
+            return 1j
         if len(token) == 1 and token.isalpha():
             return complex(self.env[token])
         raise _Unsupported

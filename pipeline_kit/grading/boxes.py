@@ -1,0 +1,58 @@
+"""Boxed answers: the \\boxed{…} and \\fbox{…} of a generation, their braces balanced, and the last run of boxes
+that states one answer."""
+
+from __future__ import annotations
+
+import re
+
+from pipeline_kit.grading.normalize import matching_brace
+
+# one or more backslashes: a generation quoted twice (r'\\boxed{-3}') still counts
+_BOXED = re.compile(r"\\+(boxed|fbox)\b\s*")
+BOX_JOINER = re.compile(r"[\s$,;]*(?:(?:and|or|&|\\q?quad|\\text\{\s*(?:and|or)\s*\})[\s$,;]*)*")
+
+
+def boxes(text: str) -> tuple[list[tuple[int, int, str]], bool]:
+    """The outermost boxes of `text` as (start, end, content), and whether the last \\boxed is never closed."""
+    found: list[tuple[int, int, str]] = []
+    open_last = False
+    for m in _BOXED.finditer(text):
+        if found and m.start() < found[-1][1]:
+            continue  # \boxed{\boxed{1}}: inside the previous one
+        if m.end() < len(text) and text[m.end()] == "{":
+            end = matching_brace(text, m.end())
+            if end is not None:
+                found.append((m.start(), end + 1, text[m.end() + 1 : end]))
+            open_last = end is None
+        else:  # \boxed 42$ (no braces): up to the next $ or space
+            tail = re.match(r"[^\s$]+", text[m.end() :]) if m.group().endswith((" ", "\t")) else None
+            if tail:
+                found.append((m.start(), m.end() + tail.end(), tail.group()))
+            open_last = tail is None
+    return found, open_last
+
+
+def last_boxed(text: str) -> str | None:
+    """The last `\\boxed{…}` or `\\fbox{…}` of `text` with its braces balanced (or `\\boxed 42` up to the next `$` or
+    space), command included; None when there is none or the last one is never closed (a cut-off generation)."""
+    found, open_last = boxes(text)
+    return None if open_last or not found else text[found[-1][0] : found[-1][1]]
+
+
+def boxed_content(text: str) -> str | None:
+    """What the last \\boxed{} of `text` holds (see last_boxed); None when there is none or it is empty."""
+    found, open_last = boxes(text)
+    return None if open_last or not found else found[-1][2].strip() or None
+
+
+def final_boxed(text: str) -> str | None:
+    """The content of the last \\boxed{}, or of the last run of boxes joined only by commas, "and" or "or"
+    ("\\boxed{2} and \\boxed{3}" → "2, 3": one answer boxed in parts); earlier boxes are steps on the way."""
+    found, open_last = boxes(text)
+    if open_last or not found:
+        return None
+    i = len(found) - 1
+    while i > 0 and BOX_JOINER.fullmatch(text[found[i - 1][1] : found[i][0]]):
+        i -= 1
+    parts = [b[2].strip() for b in found[i:]]
+    return ", ".join(p for p in parts if p) or None
