@@ -72,6 +72,29 @@ def test_the_dry_run_shows_the_trainer_with_an_absolute_reference_model(kit, tmp
     ) in res.stdout, res.stdout
 
 
+def test_a_slurm_chain_saves_on_the_signal_and_a_finished_run_warns(kit, configs, tmp_path, dpo_files):
+    """The sft path's wall-time handling: Slurm's early-warning signal and --dependent_jobs copies; an output folder
+    whose training is done says so at submission."""
+    d = configs("gpu", "executor: slurm\njob_dir: /lustre/jobs\naccount: acc\npartition: batch\n")
+    res = kit("dpo", "--cluster=gpu", f"--config_dir={d}", "--expname=dpo", "--model=/models/sft",
+              "--training_data=/data/pairs.jsonl", "--output_dir=/ckpt/dpo", "--num_gpus=8", "--dependent_jobs=1",
+              "--time_min=04:00:00", "--dry_run")  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.count("#SBATCH --signal=USR1@120") == 2, res.stdout
+    assert "==== job dpo-dep1 (slurm)" in res.stdout and "---- sbatch --dependency=afterany:<job dpo>" in res.stdout
+    assert "--nproc_per_node=8 -m pipeline_kit.training.trl_train ++algorithm=dpo" in res.stdout, res.stdout
+
+    model, data = dpo_files
+    out = tmp_path / "out"
+    (out / "final").mkdir(parents=True)
+    (out / "final" / "config.json").write_text("{}")
+    (out / "checkpoint-6").mkdir()
+    (out / "checkpoint-6" / "kit-complete").write_text("6\n")
+    res = kit("dpo", f"--model={model}", f"--training_data={data}", f"--output_dir={out}", "++max_steps=6", "--dry_run")
+    assert res.returncode == 0, res.stderr
+    assert f"kit: warning: this job trains nothing: {out / 'final'} exists: training is done (step 6)" in res.stderr
+
+
 def margins(output_dir, step: int) -> dict[int, float]:
     """Step -> the policy's log-prob margin of chosen over rejected on the held-out pairs, from the trainer's log
     (trainer_state.json of checkpoint-`step`: the log of every run that led to it)."""
