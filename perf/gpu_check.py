@@ -10,7 +10,8 @@ Steps, each recorded with its command's exit and wall time, none stopping the ot
           ~1000 tokens: no model hub), so the LM head is smaller than Qwen's 151,936-token one; on cpu 2 layers of 128
   sft     `kit sft` and perf/bare_trl.py on the same rows and settings, one run each: tokens/s between the first
           and the last logged step (the TensorBoard events' wall times), so that the warm-up stays out
-  dpo     `kit dpo`, where kit has it (it is issue 35, part 1); else recorded as missing
+  dpo     `kit dpo` for a few steps on addition pairs made here (the right boxed sum over a wrong one): pairs/s of
+          its train loop, and the log-prob margin of chosen over rejected on held-out pairs before and after
   grpo    `kit grpo` for a few steps (generation by the trainer): completions/s of its train loop
   eval    `kit prepare_data arith`, then `kit eval` with the transformers server on the device
 FILE gets one JSON object: the machine, then each step's exit, wall time and figures. Exits 1 if a step failed.
@@ -46,11 +47,13 @@ SHAPES = {
 }  # fmt: skip
 # SFT's steps and its logging interval, GRPO's steps, and the eval's size, per device
 PLAN = {
-    "cuda": {"sft_steps": (300, 50), "grpo_steps": 8, "eval_problems": 16, "eval_tokens": 64, "corpus": 20000},
-    "cpu": {"sft_steps": (4, 2), "grpo_steps": 2, "eval_problems": 4, "eval_tokens": 8, "corpus": 2000},
-}
+    "cuda": {"sft_steps": (300, 50), "grpo_steps": 8, "dpo_steps": 20, "eval_problems": 16, "eval_tokens": 64,
+             "corpus": 20000},
+    "cpu": {"sft_steps": (4, 2), "grpo_steps": 2, "dpo_steps": 2, "eval_problems": 4, "eval_tokens": 8, "corpus": 2000},
+}  # fmt: skip
 SFT = {"micro_batch_size": 16, "learning_rate": 1e-4, "max_length": 256}
 GRPO = {"micro_batch_size": 8, "num_generations": 4, "max_completion_length": 32, "learning_rate": 1e-6}
+DPO = {"micro_batch_size": 8, "learning_rate": 1e-5, "max_length": 256, "beta": 0.1}
 
 
 def machine(device: str) -> dict:
@@ -127,10 +130,29 @@ def logged_rate(tensorboard: Path) -> dict:
 
 
 def dpo(model: str, files: dict, root: Path, device: str) -> dict:
-    has_dpo = subprocess.run([bench.KIT, "dpo", "--help"], capture_output=True, env=bench.ENV).returncode == 0
-    if not has_dpo:
-        return {"missing": "this kit has no `kit dpo` (issue 35, part 1)"}
-    raise NotImplementedError("kit dpo exists: give gpu_check.py its pairs and settings")
+    """`kit dpo`, evaluated on held-out pairs before the first step and after the last one."""
+    steps = PLAN[device]["dpo_steps"]
+    train, held = write_pairs(root / "pairs.jsonl", 512, 0), write_pairs(root / "held_pairs.jsonl", 32, 1)
+    settings = {**DPO, "eval_steps": steps, "eval_data": held}
+    out = root / "dpo-kit"
+    run = bench.run_kit("dpo", model, train, out, steps, root, settings, *GPUS[device])
+    state = json.loads((out / f"checkpoint-{steps}" / "trainer_state.json").read_text())
+    margin = {e["step"]: e["eval_logps/chosen"] - e["eval_logps/rejected"] for e in state["log_history"]
+              if "eval_logps/chosen" in e}  # fmt: skip
+    return {"settings": DPO, **run, "pairs_per_s": round(steps * DPO["micro_batch_size"] / run["train_s"], 2),
+            "held_out_margin": {"before": margin[0], "after": margin[steps]}}  # fmt: skip
+
+
+def write_pairs(path: Path, n: int, seed: int) -> Path:
+    """n pairs 'What is a+b?' (two-digit numbers): the right boxed sum chosen over a wrong one."""
+    rng = random.Random(seed)
+    lines = []
+    for _ in range(n):
+        a, b = rng.randrange(100), rng.randrange(100)
+        lines.append(json.dumps({"problem": f"What is {a}+{b}?", "chosen": f"So {a}+{b}={a + b}. \\boxed{{{a + b}}}",
+                                 "rejected": f"So {a}+{b}={a + b + 10}. \\boxed{{{a + b + 10}}}"}))  # fmt: skip
+    write_atomic(path, "\n".join(lines) + "\n")
+    return path
 
 
 def grpo(model: str, files: dict, root: Path, device: str) -> dict:

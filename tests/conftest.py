@@ -7,10 +7,12 @@ import json
 import os
 import random
 import re
+import signal
 import socket
 import subprocess
 import sys
 import textwrap
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -387,6 +389,47 @@ def additions(path: Path, n: int, seed: int, with_generation: bool = True) -> Pa
                 record |= {"generation": f"\\boxed{{{a + b}}}", "symbolic_correct": True}
             f.write(json.dumps(record) + "\n")
     return path
+
+
+def preference_pairs(path: Path, n: int, seed: int, held_out_from: Path | None = None) -> Path:
+    """n DPO pairs 'What is a+b?' (kit's pair format, as kit run_recipe magpie_math writes it without the prompt):
+    the right boxed sum chosen over a wrong one. `held_out_from`: a pairs file whose problems are left out."""
+    rng = random.Random(seed)
+    seen = {row["problem"] for row in rows(held_out_from)} if held_out_from else set()
+    with path.open("w") as f:
+        for i in range(n):
+            a, b = next((a, b) for a, b in iter(lambda: (rng.randrange(10), rng.randrange(10)), None)
+                        if f"What is {a}+{b}?" not in seen)  # fmt: skip
+            wrong = a + b + rng.randint(1, 9)
+            f.write(json.dumps({"id": f"p{i}", "problem": f"What is {a}+{b}?", "chosen": f"\\boxed{{{a + b}}}",
+                                "rejected": f"\\boxed{{{wrong}}}"}) + "\n")  # fmt: skip
+    return path
+
+
+def kill_after_first_checkpoint(args: list[str], out: Path, cwd: Path, env: dict, timeout: float = 240) -> list[int]:
+    """Start `kit ARGS` (a TRL training into `out`), and once a checkpoint is complete kill -9 its trainer (the job
+    runs in its own session) and kit: no chance to save. Returns the steps of the complete checkpoints left."""
+    proc = subprocess.Popen([str(BIN / "kit"), *args], cwd=cwd, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)  # fmt: skip
+    deadline = time.time() + timeout
+    while not list(out.glob("checkpoint-*/kit-complete")) and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.2)
+    assert proc.poll() is None, proc.stdout.read()[-3000:]  # still training, with a checkpoint saved
+    trainers = [int(p.parent.name) for p in Path("/proc").glob("[0-9]*/cmdline") if _trains_into(p, str(out))]
+    for pid in [*trainers, proc.pid]:
+        os.kill(pid, signal.SIGKILL)
+    proc.wait()
+    done = sorted(int(p.parent.name.split("-")[1]) for p in out.glob("checkpoint-*/kit-complete"))
+    assert done and not (out / "final").exists(), (done, proc.stdout.read()[-3000:])
+    return done
+
+
+def _trains_into(cmdline: Path, out: str) -> bool:
+    try:
+        text = cmdline.read_bytes().decode(errors="replace")
+    except OSError:
+        return False
+    return "pipeline_kit.training.trl_train" in text and out in text
 
 
 def slurm_train_config(configs) -> Path:

@@ -158,6 +158,24 @@ CASES = {
         "++report_to=wandb",
         "++wandb_project=aimo",
     ],  # fmt: skip
+    "slurm_dpo_nemo_rl_fsdp": [
+        "dpo",
+        "--cluster=slurm",
+        "--expname=nrl-dpo",
+        "--backend=nemo_rl",
+        "--container=nemo_rl",
+        "--model=/ckpt/sft/final",
+        "--training_data=/data/pairs.jsonl",
+        "--output_dir=/ckpt/dpo",
+        "--num_gpus=8",
+        "--time_min=04:00:00",
+        "++beta=0.05",
+        "++micro_batch_size=2",
+        "++gradient_accumulation_steps=4",
+        "++max_steps=300",
+        "++eval_steps=50",
+        "++eval_data=/data/held_pairs.jsonl",
+    ],  # fmt: skip
     "none_generate_external": [
         "generate",
         "--cluster=none",

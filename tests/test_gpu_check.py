@@ -15,8 +15,9 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def test_gpu_check_steps_on_cpu(tmp_path):
-    """Every step ends well: kit and bare TRL train on the same tokens at a measured rate, GRPO trains, the eval
-    writes 2 seeds x 4 problems through the transformers server; `kit dpo` is recorded as missing until it exists."""
+    """Every step ends well: kit and bare TRL train on the same tokens at a measured rate, DPO and GRPO train (DPO's
+    held-out margin read from its log before and after), the eval writes 2 seeds x 4 problems through the
+    transformers server."""
     need_module("trl", "pip install -e '.[train]'")
     out = tmp_path / "gpu_check.json"
     res = subprocess.run(
@@ -35,7 +36,14 @@ def test_gpu_check_steps_on_cpu(tmp_path):
     sft = steps["sft"]
     assert sft["same_tokens"] and sft["kit_tokens_per_s"] > 0 and sft["bare_trl_tokens_per_s"] > 0
     assert [run["timed_steps"] for run in sft["runs"].values()] == [[1, 4], [1, 4]]
-    assert steps["dpo"]["missing"] == "this kit has no `kit dpo` (issue 35, part 1)"
+    dpo = steps["dpo"]
+    assert dpo["steps"] == 2 and dpo["pairs_per_s"] > 0 and dpo["tokens"] > 0
+    margin = dpo["held_out_margin"]
+    assert (
+        isinstance(margin["before"], float)
+        and isinstance(margin["after"], float)
+        and margin["after"] != margin["before"]
+    )
     assert steps["grpo"]["steps"] == 2 and steps["grpo"]["completions_per_s"] > 0
     assert steps["eval"]["samples"] == 2 * 4 and "pass@1[avg-of-2]" in steps["eval"]["summary"]
 

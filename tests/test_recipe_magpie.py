@@ -1,6 +1,7 @@
 """`kit run_recipe magpie_math`: the pre-query prefix of real chat templates, pair selection by hand, the file steps
 (filter, gather, grade), bad input as one line, and the recipe end to end on none with the tiny model and the tiny
-reward model (every file's format), then a rerun that submits nothing and one that reruns only the changed stage."""
+reward model (every file's format, and DPO on the pairs), then a rerun that submits nothing and one that reruns only
+the changed stage."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import json
 import time
 
 import pytest
-from conftest import SERVICES, need, plan_lines, rows
+from conftest import SERVICES, TRAIN_ENV, need, plan_lines, rows
 
 from pipeline_kit.errors import UserError
 from pipeline_kit.inference.chat_template import ChatTemplate
@@ -131,6 +132,8 @@ def test_filter_gather_and_grade(tmp_path):
         (["--num_responses=1"], "--num_responses=1: a pair needs at least 2 responses per problem."),
         (["--generate_args=max_concurrent_requests=2"], "--generate_args: 'max_concurrent_requests=2' is not ++key=value"),
         (["--generate_args=++inference.temprature=1"], "unknown key ++inference.temprature"),
+        (["--stop_after=dpoo"], "--stop_after=dpoo is not a stage; use one of requests, problems, filter,"),
+        (["--dpo_args=++num_generations=4"], "++num_generations is a GRPO setting; drop it for kit dpo."),
     ],
 )  # fmt: skip
 def test_bad_recipe_input_is_one_line(kit, tmp_path, args, needle):
@@ -166,13 +169,14 @@ def test_magpie_math_end_to_end_then_a_rerun_submits_nothing(kit, tmp_path):
             "--num_problems=3", "--num_responses=3", "--problem_tokens=24", "--tokens_to_generate=12",
             "--server_type=transformers", "--scorer=reward", f"--reward_model={SERVICES['KIT_TEST_TINY_RM']}",
             "--min_score_gap=0", "--generate_args=++max_concurrent_requests=8",
-            "--problem_temperature=3", "--response_temperature=5"]  # fmt: skip  # the trained tiny model is sure of itself
-    env = {"KIT_SERVER_PYTHON": SERVICES["KIT_TEST_HF_PYTHON"]}
+            "--problem_temperature=3", "--response_temperature=5",  # the trained tiny model is sure of itself
+            "--dpo_args=++max_steps=2 ++micro_batch_size=2 ++max_length=128 ++report_to=none"]  # fmt: skip
+    env = {"KIT_SERVER_PYTHON": SERVICES["KIT_TEST_HF_PYTHON"], **TRAIN_ENV}
     t0 = time.time()
     res = kit(*args, env=env, timeout=400)
     assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-2000:]
-    print(f"magpie_math recipe on none, 8 stages, 4 servers: {time.time() - t0:.1f}s")
-    stages = ["requests", "problems", "filter", "solutions", "responses", "gather", "scores", "pairs"]
+    print(f"magpie_math recipe on none, 9 stages, 4 servers: {time.time() - t0:.1f}s")
+    stages = ["requests", "problems", "filter", "solutions", "responses", "gather", "scores", "pairs", "dpo"]
     assert plan_lines(res.stderr, "magpie_math") == dict.fromkeys(stages, "run")
 
     requests = rows(out / "requests" / "requests.jsonl")
@@ -207,6 +211,16 @@ def test_magpie_math_end_to_end_then_a_rerun_submits_nothing(kit, tmp_path):
         assert set(p) == {"prompt", "chosen", "rejected", "problem", "chosen_score", "rejected_score", "id", "domain"}
         assert p["prompt"][-1]["role"] == "user" and p["problem"] in p["prompt"][-1]["content"]
         assert p["chosen"][0]["role"] == p["rejected"][0]["role"] == "assistant"
+    # the last stage: the model trained on its own pairs
+    dpo = json.loads((out / "dpo" / "kit-train.json").read_text())
+    assert (dpo["algorithm"], dpo["model"], dpo["training_data"]) == (
+        "dpo",
+        model,
+        str(out / "pairs" / "preference_pairs.jsonl"),
+    )
+    assert (out / "dpo" / "checkpoint-2" / "kit-complete").is_file() and (
+        out / "dpo" / "final" / "config.json"
+    ).is_file()
 
     res = kit(*args, env=env)  # the same settings: nothing is submitted
     assert res.returncode == 0, res.stderr
@@ -214,22 +228,26 @@ def test_magpie_math_end_to_end_then_a_rerun_submits_nothing(kit, tmp_path):
     assert "job" not in res.stdout
 
     changed = [a if a != "--min_score_gap=0" else "--min_score_gap=1000" for a in args]
-    res = kit(*changed, env=env, timeout=120)  # only the last stage's setting changed: only it reruns
+    res = kit(*changed, "--stop_after=pairs", env=env, timeout=120)  # only pairs' setting changed: only it reruns
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]
-    assert plan_lines(res.stderr, "magpie_math") == {**dict.fromkeys(stages[:-1], "skip"), "pairs": "rerun"}
+    assert plan_lines(res.stderr, "magpie_math") == {**dict.fromkeys(stages[:-2], "skip"), "pairs": "rerun"}
     assert rows(out / "pairs" / "preference_pairs.jsonl") == []
 
 
 def test_dry_run_stages_for_the_grader_and_for_given_problems(kit, tmp_path):
     given = tmp_path / "problems.jsonl"
     given.write_text(json.dumps({"problem": "2+2?", "expected_answer": 4}) + "\n")
+    (tmp_path / "config.json").write_text("{}")  # the model folder, as the DPO stage checks it at submission
     common = ["run_recipe", "magpie_math", f"--model={tmp_path}", f"--output_dir={tmp_path / 'out'}", "--dry_run"]
     res = kit(*common)  # the defaults: the grader scores, against each problem's low-temperature solution
     assert res.returncode == 0, res.stderr
     assert list(plan_lines(res.stderr, "magpie_math")) == ["requests", "problems", "filter", "solutions", "responses", "gather", "scores",
-                                      "pairs"]  # fmt: skip
+                                      "pairs", "dpo"]  # fmt: skip
     assert "pipeline_kit.recipes.magpie_data grade" in res.stdout and "generation_type=reward" not in res.stdout
     assert "--score_field=score --min_score_gap=0.5" in res.stdout
+    out = tmp_path / "out"  # the DPO stage trains the model on the pairs, after the pairs stage's done job
+    assert (f"-m pipeline_kit.training.trl_train ++algorithm=dpo ++backend=trl ++model={tmp_path} "
+            f"++training_data={out}/pairs/preference_pairs.jsonl ++output_dir={out}/dpo") in res.stdout  # fmt: skip
     res = kit(*common, f"--input_file={given}", "--scorer=reward", f"--reward_model={tmp_path}")
     assert res.returncode == 0, res.stderr
     assert list(plan_lines(res.stderr, "magpie_math")) == [
@@ -239,6 +257,7 @@ def test_dry_run_stages_for_the_grader_and_for_given_problems(kit, tmp_path):
         "gather",
         "scores",
         "pairs",
+        "dpo",
     ]
     assert "++generation_type=reward" in res.stdout and "--score_field=reward_model_score" in res.stdout
     assert not (tmp_path / "out").exists()

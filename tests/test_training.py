@@ -7,13 +7,12 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
-from conftest import BIN, SERVICES, TRAIN_ENV, additions, need, slurm_train_config
+from conftest import SERVICES, TRAIN_ENV, additions, kill_after_first_checkpoint, need, slurm_train_config
 
 SFT_FLAGS = ["++learning_rate=2e-3", "++lr_scheduler=constant_with_warmup", "++warmup_ratio=0.1", "++micro_batch_size=32",
              "++max_length=128"]  # fmt: skip
@@ -24,15 +23,6 @@ def loss_history(output_dir: Path) -> list[float]:
     newest = max(output_dir.glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1]))
     state = json.loads((newest / "trainer_state.json").read_text())
     return [e["loss"] for e in state["log_history"] if "loss" in e]
-
-
-def _cmdline_has(path: Path, needle: str) -> bool:
-    try:
-        return (
-            "pipeline_kit.training.trl_train" in (text := path.read_bytes().decode(errors="replace")) and needle in text
-        )
-    except OSError:
-        return False
 
 
 def tiny_init() -> str:
@@ -306,19 +296,7 @@ def test_grpo_rewards_with_the_grader_and_resumes_after_a_kill(kit, tmp_path, us
             "++num_generations=4", "++max_completion_length=8", "++learning_rate=1e-4", "++eval_steps=4",
             "++eval_size=16", "++average_last=2"]  # fmt: skip
     env = {**os.environ, **SERVICES, **TRAIN_ENV, "KIT_HOME": str(tmp_path / "home" / ".kit")}
-    proc = subprocess.Popen([str(BIN / "kit"), *args], cwd=user_repo, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True)  # fmt: skip
-    deadline = time.time() + 240
-    while not list(out.glob("checkpoint-*/kit-complete")) and time.time() < deadline and proc.poll() is None:
-        time.sleep(0.2)
-    assert proc.poll() is None, proc.stdout.read()[-3000:]  # still training, with a checkpoint saved
-    # kill -9 the trainer (its job runs in its own session) and kit: no chance to save
-    trainers = [int(p.parent.name) for p in Path("/proc").glob("[0-9]*/cmdline") if _cmdline_has(p, str(out))]
-    for pid in [*trainers, proc.pid]:
-        os.kill(pid, signal.SIGKILL)
-    proc.wait()
-    done = sorted(int(p.parent.name.split("-")[1]) for p in out.glob("checkpoint-*/kit-complete"))
-    assert done and not (out / "final").exists(), (done, proc.stdout.read()[-3000:])
+    done = kill_after_first_checkpoint(args, out, user_repo, env)
 
     res = kit(*args, env=TRAIN_ENV, timeout=600)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]

@@ -1,4 +1,4 @@
-"""`kit sft/grpo --backend=nemo_rl`: no GPU or NeMo-RL container here, so (1) the keys of the run config kit writes are
+"""`kit sft/grpo/dpo --backend=nemo_rl`: no GPU or NeMo-RL container here, so (1) the keys of the run config kit writes are
 checked against NeMo-RL's own example configs (tests/fixtures/nemo_rl, which names the commit), (2) the job scripts
 are golden dry runs (tests/test_dry_run_golden.py), and (3) the in-job side runs for real on none against a stand-in
 `uv` (tests/fake_nemo_rl/uv) that logs the exact command lines and leaves checkpoints as NeMo-RL would."""
@@ -45,6 +45,8 @@ def unknown_keys(config: dict, known: set[str]) -> list[str]:
         ("sft", "megatron", "keys_sft.txt"),
         ("grpo", "fsdp", "keys_grpo.txt"),
         ("grpo", "megatron", "keys_grpo_megatron.txt"),
+        ("dpo", "fsdp", "keys_dpo.txt"),
+        ("dpo", "megatron", "keys_dpo.txt"),
     ],
 )
 def test_run_config_keys_are_nemo_rl_keys(algorithm, strategy, fixture):
@@ -64,6 +66,12 @@ def test_run_config_keys_are_nemo_rl_keys(algorithm, strategy, fixture):
     assert config["policy"]["train_global_batch_size"] == 8 * 8  # micro 8 x (16 GPUs / tensor parallel 2)
     if algorithm == "grpo":
         assert config["grpo"]["num_prompts_per_step"] * config["grpo"]["num_generations_per_prompt"] == 64
+    if algorithm == "dpo":  # DPO's beta is NeMo-RL's reference_policy_kl_penalty; pairs in its rank format
+        assert config["dpo"]["reference_policy_kl_penalty"] == 0.1 and config["dpo"]["val_period"] == 20
+        assert config["data"]["train"] == {
+            "dataset_name": "PreferenceDataset",
+            "data_path": "/o/nemo_rl/data/train.jsonl",
+        }
 
 
 def test_a_renamed_key_is_caught():
@@ -80,6 +88,8 @@ def test_a_renamed_key_is_caught():
         (["++reward.correct=2"], "++reward is not used by --backend=nemo_rl"),
         (["--backend=trl", "++strategy=megatron"], "++strategy is a NeMo-RL setting; add --backend=nemo_rl"),
         (["++pipeline_parallel_size=2"], "++pipeline_parallel_size=2 needs ++strategy=megatron"),
+        (["dpo", "++loss_type=ipo"], "++loss_type is not used by --backend=nemo_rl"),
+        (["dpo", "++ref_model=/r"], "++ref_model is not used by --backend=nemo_rl"),
         (["--cluster=slurm"], "--backend=nemo_rl runs in NeMo-RL's container: add --container=<key>"),
         (["++nemo_rl_dir=/nonexistent"], "++nemo_rl_dir=/nonexistent is no folder here"),
         (["--cluster=slurm", "--container=base", "--time_min=10"], "leaves NeMo-RL under a minute to train"),
@@ -87,11 +97,12 @@ def test_a_renamed_key_is_caught():
 )
 def test_nemo_rl_bad_input_is_one_line(kit, configs, tmp_path, args, needle):
     d = configs("slurm", "executor: slurm\njob_dir: JOB_DIR\naccount: a\ncontainers:\n  base: img\n")
-    data = tmp_path / "sft.jsonl"
-    data.write_text('{"problem": "1+1", "generation": "2"}\n')
+    command, *args = args if args[0] == "dpo" else ("sft", *args)
+    data = tmp_path / "train.jsonl"
+    data.write_text('{"problem": "1+1", "generation": "2", "chosen": "2", "rejected": "3"}\n')
     backend = [] if any(a.startswith("--backend") for a in args) else ["--backend=nemo_rl"]
     nemo_dir = [] if any(a.startswith("++nemo_rl_dir") for a in args) else [f"++nemo_rl_dir={tmp_path}"]
-    res = kit("sft", *backend, f"--config_dir={d}", "--model=/m", f"--training_data={data}", "--output_dir=/o",
+    res = kit(command, *backend, f"--config_dir={d}", "--model=/m", f"--training_data={data}", "--output_dir=/o",
               *nemo_dir, *args, "--dry_run")  # fmt: skip
     assert res.returncode == 2 and needle in res.stderr and res.stderr.count("\n") == 1, res.stderr
 
@@ -170,3 +181,42 @@ def test_nemo_rl_grpo_job_writes_problems_and_answers(kit, tmp_path):
     assert rows[0]["expected_answer"] == "1" and "What is 0+1?" in rows[0]["problem"] and "boxed" in rows[0]["problem"]
     calls = [json.loads(line)["argv"] for line in (tmp_path / "uv.jsonl").read_text().splitlines()]
     assert calls[0][:3] == ["run", "python", "examples/run_grpo.py"] and (tmp_path / "out/final/config.json").is_file()
+
+
+def test_nemo_rl_dpo_job_writes_ranked_pairs_and_runs_run_dpo(kit, tmp_path):
+    """magpie_math's pairs (a `prompt` of messages) and the common text layout, in one file: NeMo-RL's rank format,
+    chosen at rank 0; the held-out pairs are its validation file, scored every ++eval_steps."""
+    pairs = [
+        {"prompt": [{"role": "user", "content": "What is 1+1?"}], "chosen": [{"role": "assistant", "content": "2"}],
+         "rejected": [{"role": "assistant", "content": "3"}], "problem": "What is 1+1?"},
+        {"prompt": "What is 2+2?", "chosen": "4", "rejected": "5"},
+        {"problem": "What is 3+3?", "chosen": "6", "rejected": "7"},
+    ]  # fmt: skip
+    (tmp_path / "train.jsonl").write_text("".join(json.dumps(p) + "\n" for p in pairs))
+    (tmp_path / "held.jsonl").write_text(json.dumps(pairs[1]) + "\n")
+    res = fake_run(kit, tmp_path, "dpo", None,
+                   ["++max_steps=2", "++beta=0.2", "++eval_steps=1", f"++eval_data={tmp_path / 'held.jsonl'}"])  # fmt: skip
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr
+    out = tmp_path / "out"
+    rows = [json.loads(line) for line in (out / "nemo_rl/data/train.jsonl").read_text().splitlines()]
+    assert rows[:2] == [
+        {"context": [{"role": "user", "content": "What is 1+1?"}],
+         "completions": [{"rank": 0, "completion": [{"role": "assistant", "content": "2"}]},
+                         {"rank": 1, "completion": [{"role": "assistant", "content": "3"}]}]},
+        {"context": [{"role": "user", "content": "What is 2+2?"}],
+         "completions": [{"rank": 0, "completion": [{"role": "assistant", "content": "4"}]},
+                         {"rank": 1, "completion": [{"role": "assistant", "content": "5"}]}]},
+    ]  # fmt: skip
+    assert "What is 3+3?" in rows[2]["context"][-1]["content"] and "boxed" in rows[2]["context"][-1]["content"]
+    validation = [json.loads(line) for line in (out / "nemo_rl/data/validation.jsonl").read_text().splitlines()]
+    assert validation == [rows[1]]
+    import yaml
+
+    config = yaml.safe_load((out / "nemo_rl" / "config.yaml").read_text())
+    assert config["dpo"] == {"max_num_steps": 2, "max_num_epochs": 1, "seed": 42, "val_period": 1,
+                             "reference_policy_kl_penalty": 0.2}  # fmt: skip
+    assert config["data"]["validation"] == {"dataset_name": "PreferenceDataset",
+                                            "data_path": f"{out}/nemo_rl/data/validation.jsonl"}  # fmt: skip
+    calls = [json.loads(line)["argv"] for line in (tmp_path / "uv.jsonl").read_text().splitlines()]
+    assert calls[0] == ["run", "python", "examples/run_dpo.py", "--config", f"{out}/nemo_rl/config.yaml"]
+    assert (out / "final" / "config.json").is_file()

@@ -1,5 +1,5 @@
-"""`kit sft` and `kit grpo`: training jobs from the train builder (pipeline_kit.jobs.train). Both take the shared
-job flags and the training flags below, declared once; `++key=value` goes to the training script."""
+"""`kit sft`, `kit grpo` and `kit dpo`: training jobs from the train builder (pipeline_kit.jobs.train). All take the
+shared job flags and the training flags below, declared once; `++key=value` goes to the training script."""
 
 from __future__ import annotations
 
@@ -17,7 +17,12 @@ Opt = typer.Option
 class TrainFlags:
     model: Annotated[str | None, Opt("--model", help="The Hugging Face model folder to start from.")] = None
     training_data: Annotated[
-        str | None, Opt("--training_data", help="JSONL from kit prepare_sft_data / kit prepare_rl_data.")
+        str | None,
+        Opt(
+            "--training_data",
+            help="JSONL from kit prepare_sft_data / kit prepare_rl_data; for dpo, preference pairs (prompt or "
+            "problem, chosen, rejected), e.g. kit run_recipe magpie_math's.",
+        ),
     ] = None
     output_dir: Annotated[
         str | None, Opt("--output_dir", help="Checkpoints, TensorBoard logs and the final model (<output_dir>/final).")
@@ -65,7 +70,7 @@ def _run(flags: JobFlags, spec) -> int:
 
 
 def override_keys() -> str:
-    """The closing lines of `kit sft/grpo --help`: every ++key of the TRL training script."""
+    """The closing lines of `kit sft/grpo/dpo --help`: every ++key of the TRL training script."""
     from pipeline_kit.overrides import dotted_keys
     from pipeline_kit.training.config import TrainConfig
 
@@ -96,3 +101,12 @@ def register(app: typer.Typer) -> None:
     ) -> int:
         spec = train.spec("grpo", flags.extra_args, vllm_gpus=vllm_server_gpus, vllm_container=vllm_server_container)
         raise typer.Exit(_run(flags, spec))
+
+    @job_command(
+        app,
+        "dpo",
+        help="DPO on preference pairs (TRL DPOTrainer; ++beta, ++loss_type, ++ref_model [default: --model, frozen]).",
+        epilog=epilog,
+    )
+    def dpo(flags: JobFlags, train: TrainFlags) -> int:
+        raise typer.Exit(_run(flags, train.spec("dpo", flags.extra_args)))

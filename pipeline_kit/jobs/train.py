@@ -1,4 +1,4 @@
-"""The jobs of `kit sft` / `kit grpo`: one trainer group, whose command the backend makes (training/__init__.py's
+"""The jobs of `kit sft` / `kit grpo` / `kit dpo`: one trainer group, whose command the backend makes (training/__init__.py's
 BACKENDS: TRL's torchrun over GPUs and nodes, NeMo-RL's job in its container, or a user's module:Class), optionally
 beside a `trl vllm-serve` group for GRPO's generation (a het job on Slurm). Before the Slurm time limit the trainer
 saves (on SIGUSR1, or by its own clock); `--dependent_jobs` copies resume from the newest complete checkpoint."""
@@ -31,13 +31,13 @@ from pipeline_kit.training.config import (
 from pipeline_kit.training.trl_backend import TRAIN_PYTHON_VAR
 
 VLLM_NAME = "vllm_server"  # the `trl vllm-serve` command GRPO generates with
-_OWN_KEYS = {"algorithm": "kit sft or kit grpo", "backend": "--backend", "model": "--model", "training_data": "--training_data",
+_OWN_KEYS = {"algorithm": "kit sft, kit grpo or kit dpo", "backend": "--backend", "model": "--model", "training_data": "--training_data",
              "output_dir": "--output_dir", "vllm_server": "--vllm_server_gpus"}  # fmt: skip
 
 
 @dataclass
 class TrainSpec:
-    """What to train. `algorithm`: sft | grpo; `backend`: trl (runs here and on GPUs) | nemo_rl | a user's
+    """What to train. `algorithm`: sft | grpo | dpo; `backend`: trl (runs here and on GPUs) | nemo_rl | a user's
     module:Class (training/backends.py); `num_gpus` per node;
     `save_before_timeout`: seconds before the Slurm time limit at which the job is signalled to save; `vllm_gpus`:
     GPUs of a `trl vllm-serve` group that generates GRPO's completions (0: the trainer generates itself);
@@ -114,6 +114,10 @@ def train_jobs(cluster: ClusterConfig, spec: TrainSpec, options: JobOptions) -> 
            ("model", model), ("training_data", data), ("output_dir", output_dir)))]  # fmt: skip
     placeholder = ["++vllm_server=http://resolved-in-the-job:8000"] if spec.vllm_gpus else []
     cfg = parse_train_overrides([*own, *placeholder, *spec.overrides])  # rules between values
+    if cfg.ref_model:  # a path like --model's: made absolute on none (the job runs in another folder)
+        spec = replace(spec, overrides=tuple(a for a in spec.overrides if override_key(a) != "ref_model"))
+        own.append(f"++ref_model={override_text(_job_path(cluster, '++ref_model', cfg.ref_model))}")
+        cfg = parse_train_overrides([*own, *placeholder, *spec.overrides])
     backend = spec.backend_impl
     derived = grpo_batch_overrides(cfg, spec, backend)
     if derived:
@@ -158,7 +162,8 @@ def train_jobs(cluster: ClusterConfig, spec: TrainSpec, options: JobOptions) -> 
         groups.insert(0, CommandGroup([trainer], hardware=HardwareConfig(sbatch_kwargs=signal), name="trainer"))
         # where kit could not see the paths, the job checks them before the trainer (and a vLLM server) starts
         checks = [training_check(cluster.kit_python, launch.overrides)] if spec.backend == "trl" and not seen else []
-        return [JobPlan("", groups, {"inputs": [model, data], "outputs": [output_dir], "checks": checks})]
+        inputs = [model, data, *([cfg.ref_model] if cfg.ref_model else [])]
+        return [JobPlan("", groups, {"inputs": inputs, "outputs": [output_dir], "checks": checks})]
 
     return chain(options, plan)
 
@@ -239,7 +244,8 @@ def _check_visible_inputs(cluster: ClusterConfig, cfg, options: JobOptions) -> N
         if done:  # the job would say so in its log and succeed
             print(f"kit: warning: this job trains nothing: {done}.", file=sys.stderr)
     must = cluster.executor == "none" and not (options.after or options.run_after)
-    if os.path.exists(model) or must:
-        check_model_dir(model, "--model")
+    for path, flag in ((model, "--model"), (cfg.ref_model, "++ref_model")):
+        if path and (os.path.exists(path) or must):
+            check_model_dir(path, flag)
     if os.path.exists(data) or must:
         read_training_records(data, cfg.algorithm, "--training_data")

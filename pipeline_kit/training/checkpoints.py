@@ -16,6 +16,7 @@ from pathlib import Path
 from pipeline_kit.atomic import write_atomic
 from pipeline_kit.errors import UserError
 from pipeline_kit.training.averaging import average_checkpoints, cast_weights
+from pipeline_kit.training.config import FOREIGN_KEYS
 
 COMPLETE = "kit-complete"  # written into checkpoint-N once the trainer finished saving it
 SETTINGS = "kit-train.json"  # the settings of the run that wrote <output_dir>; a resume must keep them
@@ -89,7 +90,7 @@ def check_settings(output_dir: str | Path, settings: dict, write: bool = True) -
     path = Path(output_dir) / SETTINGS
     if path.is_file():
         old = json.loads(path.read_text())
-        free = _FREE | ({"reward"} if settings.get("algorithm") == "sft" else set())  # SFT has no reward
+        free = _FREE | set(FOREIGN_KEYS[settings["algorithm"]])  # another algorithm's keys (at their defaults)
         changed = [
             f"{k}: {_short(old.get(k))} → {_short(settings.get(k))}"
             for k in sorted(set(old) | set(settings))
@@ -140,8 +141,12 @@ def make_callback(request: SaveRequest):
 
         def on_log(self, args, state, control, logs=None, **kwargs):
             """A progress line per logging step ("step 20/100: loss 1.23, 0.5 s/step, ETA 40 s"), which `kit`
-            shows while the job runs; the trainer's own dict stays in the log."""
-            if not state.is_world_process_zero or not logs or "loss" not in logs:
+            shows while the job runs; the trainer's own dict stays in the log. DPO's evaluation gets a line too."""
+            if not state.is_world_process_zero or not logs:
+                return control
+            if "eval_logps/chosen" in logs:
+                say(f"step {state.global_step}/{state.max_steps}: {pair_scores(logs)}")
+            if "loss" not in logs:
                 return control
             t0, step0 = self.started
             per_step = (time.monotonic() - t0) / max(state.global_step - step0, 1)
@@ -174,6 +179,16 @@ def make_callback(request: SaveRequest):
             return control
 
     return KitCheckpoints()
+
+
+def pair_scores(logs: dict) -> str:
+    """DPO's evaluation on held-out pairs, in words: the policy's log-probability margin of chosen over rejected,
+    the implicit reward margin (beta x the margin's change from the reference model) and how often it is above 0."""
+    margin = logs["eval_logps/chosen"] - logs["eval_logps/rejected"]
+    return (
+        f"held-out pairs: log-prob margin {margin:.4g}, reward margin {logs['eval_rewards/margins']:.4g}, "
+        f"accuracy {logs['eval_rewards/accuracies']:.3g}"
+    )
 
 
 def _agreed(save: bool, stop: bool) -> tuple[bool, bool]:

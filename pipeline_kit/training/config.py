@@ -9,16 +9,22 @@ from dataclasses import dataclass, field
 from importlib.util import find_spec
 from pathlib import Path
 
-from pipeline_kit.errors import UserError
+from pipeline_kit.errors import UserError, did_you_mean
 from pipeline_kit.grading.extraction import DEFAULT_EXTRACT, check_mode
 from pipeline_kit.jsonl import numbered_records
 from pipeline_kit.overrides import MISSING, check_overrides, parse_overrides
 from pipeline_kit.training.backends import load_backend
+from pipeline_kit.training.pairs import MADE_BY, NEEDS, check_pair
 
-ALGORITHMS = ("sft", "grpo")
-# the fields each algorithm needs in every training record (kit prepare_sft_data / prepare_rl_data write them)
+ALGORITHMS = ("sft", "grpo", "dpo")
+# the fields SFT and GRPO need in every training record (kit prepare_sft_data / prepare_rl_data write them); DPO's
+# pairs are checked by training/pairs.py
 REQUIRED_FIELDS = {"sft": ("problem", "generation"), "grpo": ("problem", "expected_answer")}
 REPORTERS = ("tensorboard", "wandb", "none")
+DEFAULT_BETA = {"sft": 0.0, "grpo": 0.0, "dpo": 0.1}  # ++beta when not given
+# TRL's DPO losses (DPOConfig.loss_type of the trl this kit is tested with)
+LOSS_TYPES = ("sigmoid", "hinge", "ipo", "exo_pair", "nca_pair", "robust", "bco_pair", "sppo_hard", "aot",
+              "aot_unpaired", "apo_zero", "apo_down", "discopop", "sft", "sigmoid_norm")  # fmt: skip
 
 
 @dataclass
@@ -41,10 +47,10 @@ class RewardConfig:
 
 @dataclass
 class TrainConfig:
-    algorithm: str = MISSING  # sft | grpo
+    algorithm: str = MISSING  # sft | grpo | dpo
     backend: str = "trl"  # a name in training/__init__.py's BACKENDS, or module:Class (kit sft --backend sets it)
     model: str = MISSING  # a Hugging Face model folder (or a checkpoint's final/)
-    training_data: str = MISSING  # JSONL: problem + generation (sft), problem + expected_answer (grpo)
+    training_data: str = MISSING  # JSONL: problem + generation (sft), problem + expected_answer (grpo), pairs (dpo)
     output_dir: str = MISSING  # checkpoint-N/, final/, tensorboard/
     prompt_config: str = "generic/math"  # the user message built from `problem`, as `kit generate` builds it
     # schedule
@@ -56,7 +62,7 @@ class TrainConfig:
     weight_decay: float = 0.0
     micro_batch_size: int = 1  # per device (GRPO: completions per device)
     gradient_accumulation_steps: int = 1
-    max_length: int = 4096  # tokens of prompt + answer (SFT)
+    max_length: int = 4096  # tokens of prompt + answer (SFT, DPO)
     seed: int = 42
     dtype: str = "auto"  # auto (bf16 on GPU, fp32 on CPU) | bf16 | fp16 | fp32
     activation_checkpointing: bool = False  # recompute activations in the backward pass (less memory)
@@ -82,12 +88,18 @@ class TrainConfig:
     max_completion_length: int = 1024
     temperature: float = 1.0
     top_p: float = 1.0
-    beta: float = 0.0  # KL coefficient (0: no reference model)
+    # how far the policy may move from the reference model: GRPO's KL coefficient (0: no reference model), DPO's
+    # beta [default: 0 for GRPO, 0.1 for DPO]
+    beta: float | None = None
     vllm_server: str | None = None  # http://host:port of `trl vllm-serve` (kit grpo --vllm_server_gpus sets it)
-    eval_steps: int = 0  # GRPO: every N steps, greedy answers to eval_data are graded and logged (0: off)
-    eval_data: str | None = None  # JSONL with problem + expected_answer [default: the first eval_size of the data]
+    # every N steps (0: off), GRPO grades greedy answers to eval_data, DPO scores eval_data's held-out pairs
+    eval_steps: int = 0
+    eval_data: str | None = None  # JSONL as the training data [default: the first eval_size of the data]
     eval_size: int = 64
     reward: RewardConfig = field(default_factory=RewardConfig)
+    # DPO
+    loss_type: str = "sigmoid"  # TRL's DPO loss (LOSS_TYPES); NeMo-RL has sigmoid only
+    ref_model: str | None = None  # the frozen reference model's folder [default: ++model]
 
 
 def parse_train_overrides(args: list[str], complete: bool = True, processes: int | None = None) -> TrainConfig | None:
@@ -95,6 +107,8 @@ def parse_train_overrides(args: list[str], complete: bool = True, processes: int
     cfg = parse_overrides(args, TrainConfig, "training", complete=complete)
     if cfg is not None:
         check_config(cfg, processes)
+        if cfg.beta is None:
+            cfg.beta = DEFAULT_BETA[cfg.algorithm]
     return cfg
 
 
@@ -130,13 +144,22 @@ def check_config(cfg: TrainConfig, processes: int | None = None) -> None:
     check_mode(cfg.reward.extract_mode, "++reward.extract_mode")
     if cfg.lora_rank < 0:
         raise UserError(f"++lora_rank={cfg.lora_rank} must be 0 (full fine-tuning) or more.")
+    _check_algorithm_keys(cfg)
     if cfg.algorithm == "sft":
-        grpo_only = ["vllm_server"] if cfg.vllm_server is not None else []
+        grpo_only = []
         if cfg.backend == "trl":  # NeMo-RL's SFT validates on eval_data every eval_steps
             grpo_only += ["eval_data"] if cfg.eval_data is not None else []
             grpo_only += ["eval_steps"] if cfg.eval_steps else []
         if grpo_only:
-            raise UserError(f"++{grpo_only[0]} is a GRPO setting; drop it for kit sft.")
+            raise UserError(f"++{grpo_only[0]} is a GRPO or DPO setting; drop it for kit sft.")
+    elif cfg.algorithm == "dpo":
+        if cfg.loss_type not in LOSS_TYPES:
+            raise UserError(
+                f"++loss_type={cfg.loss_type} is not one of TRL's DPO losses.{did_you_mean(cfg.loss_type, LOSS_TYPES)} "
+                f"Known: {', '.join(LOSS_TYPES)}."
+            )
+        if cfg.beta is not None and cfg.beta <= 0:
+            raise UserError(f"++beta={cfg.beta}: DPO's beta must be above 0 (0.1 is usual).")
     else:
         if cfg.num_generations < 2:
             raise UserError(f"++num_generations={cfg.num_generations}: GRPO compares at least 2 completions a prompt.")
@@ -163,6 +186,20 @@ def check_grpo_batch(cfg: TrainConfig, processes: int) -> None:
             f"is not a multiple of ++num_generations={cfg.num_generations}; make it one (e.g. "
             f"++gradient_accumulation_steps={steps}, or leave both batch keys out and kit picks that)."
         )
+
+
+# keys of one algorithm: another one refuses them when they differ from their defaults
+GRPO_ONLY = ("num_generations", "max_completion_length", "temperature", "top_p", "vllm_server", "reward")
+DPO_ONLY = ("loss_type", "ref_model")
+FOREIGN_KEYS = {"sft": (*GRPO_ONLY, *DPO_ONLY, "beta"), "grpo": DPO_ONLY, "dpo": GRPO_ONLY}
+
+
+def _check_algorithm_keys(cfg: TrainConfig) -> None:
+    """A key of another algorithm, changed from its default, is a mistake (one line naming it)."""
+    changed = changed_keys(cfg, FOREIGN_KEYS[cfg.algorithm])
+    if changed:
+        owner = "DPO" if changed[0] in DPO_ONLY else "GRPO" if changed[0] in GRPO_ONLY else "GRPO or DPO"
+        raise UserError(f"++{changed[0]} is a {owner} setting; drop it for kit {cfg.algorithm}.")
 
 
 NEMO_RL_ONLY = ("strategy", "tensor_parallel_size", "pipeline_parallel_size", "nemo_rl_dir")
@@ -204,29 +241,44 @@ def check_model_dir(path: str, flag: str = "++model") -> None:
         raise UserError(f"{flag}={path} has no config.json; give a Hugging Face model folder, e.g. <output_dir>/final.")
 
 
+def check_model_dirs(cfg: TrainConfig) -> None:
+    """The model and, for DPO, its reference model (as the job sees them)."""
+    check_model_dir(cfg.model)
+    if cfg.ref_model:
+        check_model_dir(cfg.ref_model, "++ref_model")
+
+
 def read_training_records(path: str, algorithm: str, flag: str = "++training_data") -> list[dict]:
-    """Every record of the training JSONL, each checked for the fields `algorithm` needs (one error naming the
-    line)."""
+    """Every record of the training JSONL, each checked for what `algorithm` needs (one error naming the line)."""
 
     file = Path(path)
     if not file.is_file():
-        raise UserError(f"{flag}={path}: no such file; make one with kit prepare_{_prepare_kind(algorithm)}_data.")
-    need = REQUIRED_FIELDS[algorithm]
+        raise UserError(f"{flag}={path}: no such file; {MAKE_DATA[algorithm]}.")
     records = []
     with file.open(encoding="utf-8") as f:
         for line_no, record in numbered_records(f, path):
-            for key in need:
-                value = record.get(key)
-                if value is None or (key != "expected_answer" and not isinstance(value, str)):
-                    raise UserError(
-                        f"{path}:{line_no}: the record has no {key!r} string; {algorithm} training needs "
-                        f"{' and '.join(need)} on every line (kit prepare_{_prepare_kind(algorithm)}_data writes them)."
-                    )
+            where = f"{path}:{line_no}"
+            if algorithm == "dpo":
+                check_pair(record, where)
+            else:
+                _check_fields(record, where, algorithm)
             records.append(record)
     if not records:
-        raise UserError(f"{flag}={path} has no records; it needs {' and '.join(need)} on every line.")
+        need = NEEDS if algorithm == "dpo" else " and ".join(REQUIRED_FIELDS[algorithm])
+        raise UserError(f"{flag}={path} has no records; it needs {need} on every line.")
     return records
 
 
-def _prepare_kind(algorithm: str) -> str:
-    return "sft" if algorithm == "sft" else "rl"
+# how to make each algorithm's training data, for the message when it is missing
+MAKE_DATA = {"sft": "make one with kit prepare_sft_data", "grpo": "make one with kit prepare_rl_data", "dpo": MADE_BY}
+
+
+def _check_fields(record: dict, where: str, algorithm: str) -> None:
+    need = REQUIRED_FIELDS[algorithm]
+    for key in need:
+        value = record.get(key)
+        if value is None or (key != "expected_answer" and not isinstance(value, str)):
+            raise UserError(
+                f"{where}: the record has no {key!r} string; {algorithm} training needs {' and '.join(need)} on every "
+                f"line ({MAKE_DATA[algorithm].removeprefix('make one with ')} writes them)."
+            )

@@ -1,10 +1,11 @@
-"""The NeMo-RL backend (`kit sft/grpo --backend=nemo_rl`) as the submission side sees it: the trainer's command
+"""The NeMo-RL backend (`kit sft/grpo/dpo --backend=nemo_rl`) as the submission side sees it: the trainer's command
 (pipeline_kit.training.nemo_rl_job in NeMo-RL's container, fed the run config kit renders here, so a dry run shows
 it whole), the run config (kit's settings over NeMo-RL's own example config, through its `defaults:` key), and the
 launch and checkpoint-converter command lines the job runs. On Slurm NeMo-RL saves by its own clock
 (`checkpoint_must_save_by`: the time limit less --save_before_timeout); --dependent_jobs resume from step_N.
 
-Read from NVIDIA-NeMo/RL at b26cfeb3 (tests/fixtures/nemo_rl names the commit and holds the config keys it had);
+Read from NVIDIA-NeMo/RL at b26cfeb3, DPO at 00455ac0 (tests/fixtures/nemo_rl names the commits and holds the
+config keys they had);
 nothing here imports NeMo-RL: the job runs it inside its container, where `uv run` resolves its environment."""
 
 from __future__ import annotations
@@ -18,13 +19,18 @@ from pipeline_kit.errors import UserError
 from pipeline_kit.training.backends import TrainerLaunch, TrainingBackend
 from pipeline_kit.training.config import TRL_ONLY, RewardConfig, TrainConfig, changed_keys
 
-SCRIPTS = {"sft": "examples/run_sft.py", "grpo": "examples/run_grpo.py"}
+SCRIPTS = {"sft": "examples/run_sft.py", "grpo": "examples/run_grpo.py", "dpo": "examples/run_dpo.py"}
 EXAMPLE_CONFIGS = {
     ("sft", "fsdp"): "examples/configs/sft.yaml",
     ("sft", "megatron"): "examples/configs/sft.yaml",
+    ("dpo", "fsdp"): "examples/configs/dpo.yaml",
+    ("dpo", "megatron"): "examples/configs/dpo.yaml",
     ("grpo", "fsdp"): "examples/configs/grpo_math_1B.yaml",
     ("grpo", "megatron"): "examples/configs/grpo_math_1B_megatron.yaml",
 }
+# NeMo-RL's dataset class of the train and validation files kit writes (nemo_rl_job.training_rows): SFT's chats,
+# DPO's pairs in its rank format
+DATASET_CLASSES = {"sft": "openai_format", "dpo": "PreferenceDataset"}
 RUN_STEPS = 1_000_000_000  # max_num_steps when kit trains by epochs (NeMo-RL stops at whichever limit comes first)
 PYTHON_VAR = "KIT_NEMO_RL_PYTHON"  # the container's Python that runs kit's side (NeMo-RL's own runs under `uv run`)
 HEREDOC = "KIT_NEMO_RL_CONFIG"
@@ -45,11 +51,12 @@ class NemoRlBackend(TrainingBackend):
             raise UserError(f"++pipeline_parallel_size={cfg.pipeline_parallel_size} needs ++strategy=megatron.")
         trl_only = changed_keys(cfg, TRL_ONLY)
         trl_only += ["reward"] if cfg.reward != RewardConfig() else []
+        trl_only += changed_keys(cfg, ("loss_type", "ref_model"))  # NeMo-RL's DPO: the sigmoid loss, the initial policy
         trl_only += ["eval_data"] if cfg.algorithm == "grpo" and cfg.eval_data else []  # NeMo-RL holds out 5% itself
         if trl_only:
             raise UserError(
-                f"++{trl_only[0]} is not used by --backend=nemo_rl (its GRPO reward is NeMo-RL's math environment); "
-                "drop it, or use --backend=trl."
+                f"++{trl_only[0]} is not used by --backend=nemo_rl (its GRPO reward is NeMo-RL's math environment; "
+                "its DPO has the sigmoid loss against the initial policy); drop it, or use --backend=trl."
             )
 
     def data_parallel(self, cfg: TrainConfig, num_gpus: int, num_nodes: int) -> int:
@@ -155,11 +162,13 @@ def run_config(
     algo: dict = {"max_num_steps": steps, "max_num_epochs": math.ceil(cfg.num_epochs), "seed": cfg.seed}
     if cfg.eval_steps:
         algo["val_period"] = cfg.eval_steps
-    if cfg.algorithm == "sft":
+    if cfg.algorithm in DATASET_CLASSES:  # SFT's chats, DPO's ranked pairs (nemo_rl_job.py writes both splits)
         data = {
-            "train": {"dataset_name": "openai_format", "data_path": f"{paths['data']}/train.jsonl"},
-            "validation": {"dataset_name": "openai_format", "data_path": f"{paths['data']}/validation.jsonl"},
+            split: {"dataset_name": DATASET_CLASSES[cfg.algorithm], "data_path": f"{paths['data']}/{split}.jsonl"}
+            for split in ("train", "validation")
         }
+        if cfg.algorithm == "dpo":
+            algo["reference_policy_kl_penalty"] = cfg.beta
     else:
         algo["num_generations_per_prompt"] = cfg.num_generations
         algo["num_prompts_per_step"] = batch // cfg.num_generations
@@ -201,7 +210,7 @@ def run_config(
     }
     if cfg.algorithm == "grpo":
         config["loss_fn"] = {"reference_policy_kl_penalty": cfg.beta}
-    if cfg.algorithm == "sft" and cfg.report_to == "tensorboard":
+    if cfg.algorithm in DATASET_CLASSES and cfg.report_to == "tensorboard":
         config["logger"]["tensorboard"] = {"log_dir": f"{cfg.output_dir}/tensorboard"}
     return config
 

@@ -1,4 +1,4 @@
-"""What a `kit sft/grpo --backend=nemo_rl` job runs inside NeMo-RL's container:
+"""What a `kit sft/grpo/dpo --backend=nemo_rl` job runs inside NeMo-RL's container:
 
   python3 -m pipeline_kit.training.nemo_rl_job ++key=value ... <<'EOF'
   <the run config that kit rendered at submission>
@@ -24,6 +24,7 @@ from pipeline_kit.errors import UserError
 from pipeline_kit.training.checkpoints import FINAL, say
 from pipeline_kit.training.config import TrainConfig, parse_train_overrides, read_training_records
 from pipeline_kit.training.nemo_rl import convert_argv, launch_argv, layout
+from pipeline_kit.training.pairs import SIDES, pair_messages
 
 RAY_PORT = 6379
 HEAD_VAR = "KIT_RAY_HEAD"  # the first node's host, set by the job's command line on several nodes
@@ -31,22 +32,27 @@ HEAD_VAR = "KIT_RAY_HEAD"  # the first node's host, set by the job's command lin
 
 def training_rows(cfg: TrainConfig) -> dict[str, list[dict]]:
     """kit's records as NeMo-RL reads them: SFT chats (`messages`, the user turn from kit's prompt config); GRPO
-    `problem` (the user message already built) + `expected_answer`. SFT validates on ++eval_data or the first
+    `problem` (the user message already built) + `expected_answer`; DPO pairs in its rank format (`context`, then
+    the chosen answer at rank 0 and the rejected one at rank 1). SFT and DPO validate on ++eval_data or the first
     ++eval_size training records."""
     from pipeline_kit.inference.prompts import load_prompt_config
 
     prompt = load_prompt_config(cfg.prompt_config)
 
     def row(record: dict, line_no: int) -> dict:
+        if cfg.algorithm == "dpo":
+            pair = pair_messages(record, prompt, line_no)
+            ranked = [{"rank": rank, "completion": pair[side]} for rank, side in enumerate(SIDES)]
+            return {"context": pair["prompt"], "completions": ranked}
         messages = prompt.messages(record, line_no)
         if cfg.algorithm == "sft":
             return {"messages": [*messages, {"role": "assistant", "content": record["generation"]}]}
         return {"problem": messages[-1]["content"], "expected_answer": str(record["expected_answer"])}
 
     rows = [row(r, i) for i, r in enumerate(read_training_records(cfg.training_data, cfg.algorithm), 1)]
-    if cfg.algorithm != "sft":
+    if cfg.algorithm == "grpo":
         return {"train": rows}
-    held = read_training_records(cfg.eval_data, "sft", "++eval_data") if cfg.eval_data else []
+    held = read_training_records(cfg.eval_data, cfg.algorithm, "++eval_data") if cfg.eval_data else []
     return {"train": rows, "validation": [row(r, i) for i, r in enumerate(held, 1)] or rows[: cfg.eval_size]}
 
 

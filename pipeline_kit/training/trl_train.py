@@ -1,8 +1,8 @@
-"""The TRL trainer that `kit sft` / `kit grpo` run in the job: `python -m pipeline_kit.training.trl_train ++key=value`
+"""The TRL trainer that `kit sft` / `kit grpo` / `kit dpo` run in the job: `python -m pipeline_kit.training.trl_train ++key=value`
 (under torchrun for several GPUs or nodes). Resumes from the newest complete checkpoint; ends with <output_dir>/final.
 
 Chat formatting uses the model's own chat template (the prompt config builds the user message from `problem`, as
-`kit generate` does); SFT's loss covers the assistant's answer only. bf16 mixed precision on GPUs (fp32 master weights; final/ is saved in\nthe base model's dtype when that is bf16 or fp16), fp32 on CPU."""
+`kit generate` does; DPO's pairs: training/pairs.py); SFT's loss covers the assistant's answer only. bf16 mixed precision on GPUs (fp32 master weights; final/ is saved in\nthe base model's dtype when that is bf16 or fp16), fp32 on CPU."""
 
 from __future__ import annotations
 
@@ -28,20 +28,23 @@ from pipeline_kit.training.checkpoints import (
 )
 from pipeline_kit.training.config import (
     TrainConfig,
-    check_model_dir,
+    check_model_dirs,
     check_training_libraries,
     parse_train_overrides,
     read_training_records,
 )
+from pipeline_kit.training.pairs import pair_messages
 from pipeline_kit.training.rewards import GraderReward, make_eval_callback
 
 
 def conversations(cfg: TrainConfig, records: list[dict]) -> list[dict]:
     """TRL rows: `prompt` (chat messages from the prompt config), plus `completion` (SFT) or `expected_answer`
-    (GRPO, handed to the reward)."""
+    (GRPO, handed to the reward); DPO's `prompt`, `chosen` and `rejected` messages."""
     from pipeline_kit.inference.prompts import load_prompt_config
 
     prompt = load_prompt_config(cfg.prompt_config)
+    if cfg.algorithm == "dpo":
+        return [pair_messages(record, prompt, line_no) for line_no, record in enumerate(records, 1)]
     rows = []
     for line_no, record in enumerate(records, 1):
         row = {"prompt": prompt.messages(record, line_no)}
@@ -115,16 +118,47 @@ def peft_config(cfg: TrainConfig):
     )
 
 
-def build_trainer(cfg: TrainConfig, rows: list[dict], tokenizer):
+def build_trainer(cfg: TrainConfig, rows: list[dict], tokenizer, records: list[dict], fresh: bool):
+    """The algorithm's TRL trainer (TRAINERS). `fresh`: no checkpoint to resume from."""
     from datasets import Dataset
 
-    data = Dataset.from_list(rows)
-    common = {"model": cfg.model, "train_dataset": data, "processing_class": tokenizer, "peft_config": peft_config(cfg)}
-    if cfg.algorithm == "sft":
-        from trl import SFTConfig, SFTTrainer
+    common = {"model": cfg.model, "train_dataset": Dataset.from_list(rows), "processing_class": tokenizer,
+              "peft_config": peft_config(cfg)}  # fmt: skip
+    return TRAINERS[cfg.algorithm](cfg, common, records, fresh)
 
-        args = SFTConfig(**trainer_args(cfg), max_length=cfg.max_length, completion_only_loss=True)
-        return SFTTrainer(args=args, **common)
+
+def sft_trainer(cfg: TrainConfig, common: dict, records: list[dict], fresh: bool):
+    from trl import SFTConfig, SFTTrainer
+
+    args = SFTConfig(**trainer_args(cfg), max_length=cfg.max_length, completion_only_loss=True)
+    return SFTTrainer(args=args, **common)
+
+
+def dpo_trainer(cfg: TrainConfig, common: dict, records: list[dict], fresh: bool):
+    """TRL's DPOTrainer against ++ref_model (default: a frozen copy of ++model). With ++eval_steps, the held-out
+    pairs (++eval_data, else the first ++eval_size records) are scored every N steps, and before the first step of
+    a fresh run: the log's eval_logps/chosen - eval_logps/rejected is the policy's margin on them."""
+    from datasets import Dataset
+    from trl import DPOConfig, DPOTrainer
+
+    evaluation, held = {}, None
+    if cfg.eval_steps:
+        held_records = read_training_records(cfg.eval_data, "dpo", "++eval_data") if cfg.eval_data else records
+        held = Dataset.from_list(conversations(cfg, held_records[: cfg.eval_size]))
+        evaluation = {"eval_strategy": "steps", "eval_steps": cfg.eval_steps, "eval_on_start": fresh,
+                      "per_device_eval_batch_size": cfg.micro_batch_size}  # fmt: skip
+    ref = None
+    if cfg.ref_model:
+        import torch
+        from transformers import AutoModelForCausalLM
+
+        ref = AutoModelForCausalLM.from_pretrained(cfg.ref_model, dtype=torch.float32)  # as TRL loads the policy
+    args = DPOConfig(**trainer_args(cfg), **evaluation, max_length=cfg.max_length, beta=cfg.beta,
+                     loss_type=[cfg.loss_type])  # fmt: skip
+    return DPOTrainer(args=args, ref_model=ref, eval_dataset=held, **common)
+
+
+def grpo_trainer(cfg: TrainConfig, common: dict, records: list[dict], fresh: bool):
     from trl import GRPOConfig, GRPOTrainer
 
     vllm = {}
@@ -142,7 +176,11 @@ def build_trainer(cfg: TrainConfig, rows: list[dict], tokenizer):
     return GRPOTrainer(reward_funcs=[GraderReward(cfg.reward)], args=args, **common)
 
 
+TRAINERS = {"sft": sft_trainer, "grpo": grpo_trainer, "dpo": dpo_trainer}
+
+
 def add_eval(cfg: TrainConfig, trainer, records: list[dict], tokenizer) -> None:
+    """GRPO's graded greedy answers every ++eval_steps (DPO's evaluation is the trainer's own: dpo_trainer)."""
     if cfg.algorithm != "grpo" or not cfg.eval_steps:
         return
 
@@ -161,7 +199,7 @@ def run(cfg: TrainConfig) -> None:
         return
     if (Path(cfg.output_dir) / FINAL / "config.json").is_file():
         say(f"training on from step {newest_step(cfg.output_dir)} to ++max_steps={cfg.max_steps}")
-    check_model_dir(cfg.model)
+    check_model_dirs(cfg)
     check_output_dir(cfg.output_dir, flag="++output_dir")  # as at submission, where kit sees it (precheck.py)
     records = read_training_records(cfg.training_data, cfg.algorithm)
     rows = conversations(cfg, records)  # every record's prompt is built (and checked) before torch loads
@@ -180,10 +218,10 @@ def run(cfg: TrainConfig) -> None:
     tokenizer = AutoTokenizer.from_pretrained(cfg.model)
     if tokenizer.chat_template is None:
         raise UserError(f"++model={cfg.model} has no chat template; training formats chats with the model's own.")
-    trainer = build_trainer(cfg, rows, tokenizer)
+    start = resume_point(cfg.output_dir)
+    trainer = build_trainer(cfg, rows, tokenizer, records, fresh=start is None)
     trainer.add_callback(make_callback(request))
     add_eval(cfg, trainer, records, tokenizer)
-    start = resume_point(cfg.output_dir)
     say(
         f"{cfg.algorithm} on {len(rows)} records from {cfg.training_data}; "
         + (f"resuming from {start} (step {start.name.split('-')[1]})" if start else "starting at step 0")

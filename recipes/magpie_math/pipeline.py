@@ -1,10 +1,10 @@
-"""Magpie-style math data: problems → SFT solutions → sampled responses → scores → DPO pairs.
+"""Magpie-style math data: problems → SFT solutions → sampled responses → scores → DPO pairs → DPO.
 
 From a chat model alone (Magpie's pre-query trick): requests → problems → filter → solutions (solutions/sft.jsonl,
 kit's SFT format) → responses → gather → scores (a reward model or the grader) → pairs
-(pairs/preference_pairs.jsonl, DPO's format). README.md beside this file has every stage's file. With --input_file
-the requests and problems stages are skipped. The data steps are pipeline_kit.recipes.magpie_data and
-preference_pairs, run in the jobs."""
+(pairs/preference_pairs.jsonl, DPO's format) → dpo (the model trained on its own pairs: dpo/final). README.md beside
+this file has every stage's file. With --input_file the requests and problems stages are skipped; --stop_after
+ends the run earlier. The data steps are pipeline_kit.recipes.magpie_data and preference_pairs, run in the jobs."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from pipeline_kit.recipes.stages import Stage
 Opt = typer.Option
 SCORERS = {"reward": "reward_model_score", "grader": "score"}  # scorer -> the score field it writes
 SOLUTION_PROMPT = "generic/math"
+STAGES = ("requests", "problems", "filter", "solutions", "responses", "gather", "scores", "pairs", "dpo")
 
 
 @dataclass
@@ -52,6 +53,13 @@ class Params:
     generate_args: Annotated[
         str, Opt("--generate_args", help="++key=value for every generation, e.g. '++max_concurrent_requests=64'.")
     ] = ""
+    dpo_args: Annotated[
+        str, Opt("--dpo_args", help="++key=value for the DPO stage (kit dpo's), e.g. '++beta=0.1 ++num_epochs=2'.")
+    ] = ""
+    backend: Annotated[str, Opt("--backend", help="The DPO stage's backend: trl | nemo_rl | module:Class.")] = "trl"
+    num_gpus: Annotated[int, Opt("--num_gpus", help="GPUs per node of the DPO stage (0: CPU).")] = 0
+    num_nodes: Annotated[int, Opt("--num_nodes", help="Nodes of the DPO stage.")] = 1
+    stop_after: Annotated[str, Opt("--stop_after", help=f"The last stage to run ({', '.join(STAGES)}).")] = STAGES[-1]
 
 
 def check(p: Params) -> None:
@@ -65,10 +73,15 @@ def check(p: Params) -> None:
         raise UserError(f"--num_responses={p.num_responses}: a pair needs at least 2 responses per problem.")
     if p.num_problems < 1:
         raise UserError(f"--num_problems={p.num_problems}: ask for at least 1 problem per domain.")
+    if p.stop_after not in STAGES:
+        raise UserError(f"--stop_after={p.stop_after} is not a stage; use one of {', '.join(STAGES)}.")
+    if p.input_file is not None and p.stop_after in STAGES[:2]:
+        raise UserError(f"--stop_after={p.stop_after}: with --input_file that stage does not run; drop one.")
 
 
 def stages(cluster: ClusterConfig, p: Params) -> list[Stage]:
     from pipeline_kit.jobs import GenerateSpec, RunCmdSpec
+    from pipeline_kit.jobs.train import TrainSpec
     from pipeline_kit.overrides import override_text
     from pipeline_kit.recipes.magpie_data import check_domains
     from pipeline_kit.servers.base import ServerSpec
@@ -79,8 +92,7 @@ def stages(cluster: ClusterConfig, p: Params) -> list[Stage]:
     extra = split_args("--generate_args", p.generate_args)
     server = ServerSpec(p.server_type, model, gpus=p.server_gpus).validate()
     py = f"{cluster.kit_python} -m pipeline_kit.recipes"
-    folder = {name: f"{out}/{name}" for name in ("requests", "problems", "filter", "solutions", "responses",
-                                                   "gather", "scores", "pairs")}  # fmt: skip
+    folder = {name: f"{out}/{name}" for name in STAGES}
     q = shlex.quote
     result: list[Stage] = []
 
@@ -133,4 +145,8 @@ def stages(cluster: ClusterConfig, p: Params) -> list[Stage]:
     pairs = f"{folder['pairs']}/preference_pairs.jsonl"
     run_cmd("pairs", f"{py}.preference_pairs {q(scored)} {q(pairs)} --score_field={SCORERS[p.scorer]} "
                      f"--min_score_gap={p.min_score_gap} --prompt_config={SOLUTION_PROMPT}", pairs, (scored,))  # fmt: skip
-    return result
+    # the model that wrote the pairs learns from them (its content is already in the key, through solutions')
+    dpo = TrainSpec("dpo", model, pairs, folder["dpo"], backend=p.backend, num_gpus=p.num_gpus,
+                    num_nodes=p.num_nodes, overrides=split_args("--dpo_args", p.dpo_args))  # fmt: skip
+    result.append(Stage("dpo", dpo, folder["dpo"], [f"{folder['dpo']}/final/config.json"]))
+    return result[: [s.name for s in result].index(p.stop_after) + 1]
