@@ -324,7 +324,9 @@ def test_registry_api():
     assert {*COUNTS, "math", "hmmt_feb25", "arith"} <= set(names)
     for name in names:
         bench = get_benchmark(name)
-        assert bench.group == "math" and bench.metrics_type == "math" and not bench.requires_sandbox
+        kind = "mcq" if name == "mmlu-pro" else "math"
+        assert bench.metrics_type == kind and bench.group == {"mcq": "multichoice", "math": "math"}[kind], name
+        assert not bench.requires_sandbox and bench.extract_mode() == ("mcq" if kind == "mcq" else "boxed"), name
         assert "problem" in load_prompt_config(bench.prompt_config).fields()
         assert bench.data_file() == resource_dir("datasets_registry") / name / "test.jsonl"
         assert bench.data_file("/data") == Path("/data") / name / "test.jsonl"

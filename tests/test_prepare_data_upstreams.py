@@ -143,3 +143,44 @@ def test_benchmarks_without_a_copy_from_synthetic_upstream_files(kit, mirror, tm
         assert f"not the data kit pins for {name} ({pinned})" in res.stderr
     assert json.loads((data / "omni-math" / "test.meta.json").read_text())["pinned"] is None  # it pins rows only
     assert "not the data kit pins for omni-math (4428 rows)" in res.stderr
+
+
+def mmlu_pro_row(qid: int, answer: str, index: int, options: int = 10) -> dict:
+    return {
+        "question_id": qid,
+        "question": f"Question {qid}? ",
+        "options": [f"option {k}" for k in range(options)],
+        "answer": answer,
+        "answer_index": index,
+        "cot_content": "",
+        "category": "physics",
+        "src": "ori_mmlu-high_school_physics",
+    }
+
+
+def test_mmlu_pro_a_multiple_choice_benchmark(kit, mirror, tmp_path):
+    """MMLU-Pro (MIT; no copy of its 12,032 rows here): a small parquet file in its upstream layout. The options are
+    lettered into the problem, the expected answer is the letter, graded by --extract=mcq and the mcq metrics."""
+    mirror.serve("mmlu-pro", parquet([mmlu_pro_row(70, "C", 2), mmlu_pro_row(71, "b", 1, options=4)]))
+    data = tmp_path / "data"
+
+    res = kit("prepare_data", "mmlu-pro", f"--data_dir={data}", env=mirror.env)
+
+    assert res.returncode == 0, res.stderr
+    got = rows(data / "mmlu-pro" / "test.jsonl")
+    assert [(r["id"], r["expected_answer"]) for r in got] == [("mmlu-pro-70", "C"), ("mmlu-pro-71", "B")]
+    assert got[1]["problem"] == "Question 71?\n\nA. option 0\nB. option 1\nC. option 2\nD. option 3"
+    assert got[0]["options"][9] == "option 9" and got[0]["category"] == "physics"
+    assert "not the data kit pins for mmlu-pro (12032 rows)" in res.stderr
+
+    graded = tmp_path / "output.jsonl"
+    answers = ["... so the answer is \\boxed{C}.", "Answer: (D)"]
+    graded.write_text("".join(json.dumps({**r, "generation": a}) + "\n" for r, a in zip(got, answers, strict=True)))
+    res = kit("grade", str(graded), "--extract=mcq")
+    assert res.returncode == 0, res.stderr
+    assert [(r["predicted_answer"], r["symbolic_correct"]) for r in rows(graded)] == [("C", True), ("D", False)]
+
+    mirror.serve("mmlu-pro", parquet([mmlu_pro_row(72, "C", 3)]))  # the letter and the index disagree
+    res = kit("prepare_data", "mmlu-pro", f"--data_dir={tmp_path / 'bad'}", env=mirror.env)
+    assert res.returncode == 2 and "row 1 of 'mmlu-pro' upstream" in res.stderr
+    assert "answer 'C' is not option 3 of 10" in res.stderr and "Traceback" not in res.stderr

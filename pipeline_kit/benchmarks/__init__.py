@@ -37,6 +37,7 @@ SHIPPED_BENCHMARKS: dict[str, str] = {
     "math500": "math500/__init__.py",
     "mawps": "mawps/__init__.py",
     "minerva_math": "minerva_math/__init__.py",
+    "mmlu-pro": "mmlu-pro/__init__.py",
     "olympiadbench": "olympiadbench/__init__.py",
     "omni-math": "omni-math/__init__.py",
     "svamp": "svamp/__init__.py",
