@@ -35,10 +35,12 @@ def pin_note(bench: Benchmark, got: Fingerprint) -> str | None:
 
 def write_meta(bench: Benchmark, data_file: Path, got: Fingerprint) -> Path:
     """Record, atomically, what was prepared: written after the records, so a meta file names finished data."""
+    st = data_file.stat()
     meta = {
         "benchmark": bench.name,
         "rows": got.rows,
         "fingerprint": got.digest,
+        "file": {"bytes": st.st_size, "mtime_ns": st.st_mtime_ns},  # unchanged since: no need to read it again
         "sources": [{"url": s.url, "revision": s.revision} for s in bench.sources] or "generated",
         "pinned": None if bench.fingerprint is None else pin_note(bench, got) is None,
         "license": bench.license,
@@ -53,7 +55,8 @@ def write_meta(bench: Benchmark, data_file: Path, got: Fingerprint) -> Path:
 def check_prepared(name: str, data_file: Path) -> Fingerprint | None:
     """The fingerprint of `data_file` when `kit prepare_data` recorded one beside it and the rows still match it
     (None without a record: a file made by hand or by an older kit); rows that no longer match are an error that
-    names the file, both counts and both fingerprints."""
+    names the file, both counts and both fingerprints. A file of the size and modification time recorded is taken
+    as written (a stat, not a read: 0.2 s for MATH's 5,000 rows otherwise)."""
     meta_file = meta_path(data_file)
     if not meta_file.is_file():
         return None
@@ -66,6 +69,9 @@ def check_prepared(name: str, data_file: Path) -> Fingerprint | None:
             "again."
         ) from None
     try:
+        st = data_file.stat()
+        if meta.get("file") == {"bytes": st.st_size, "mtime_ns": st.st_mtime_ns}:
+            return recorded
         now = Fingerprint.of_file(data_file)
     except (OSError, ValueError) as e:
         raise UserError(
