@@ -302,6 +302,10 @@ def test_grpo_rewards_with_the_grader_and_resumes_after_a_kill(kit, tmp_path, us
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]
     log = res.stderr  # the trainer's kit lines, shown as it ran
     assert f"resuming from {out}/checkpoint-{done[-1]} (step {done[-1]})" in log, log[-3000:]
+    # one line per logging step with the reward, the grader's accuracy and the boxed rate, not the loss alone
+    number = r"-?[\d.]+(?:e-?\d+)?"
+    progress = rf"^kit train: step \d/8: loss {number}, reward {number}, accuracy {number}, boxed {number}, "
+    assert re.search(progress, log, re.M), log[-3000:]
     state = json.loads((out / "checkpoint-8" / "trainer_state.json").read_text())
     rewards = [e for e in state["log_history"] if "reward" in e]
     assert rewards and all(-0.5001 <= e["reward"] <= 1.1001 for e in rewards), rewards

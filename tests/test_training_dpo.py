@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 import pytest
 from conftest import SERVICES, TRAIN_ENV, kill_after_first_checkpoint, need, preference_pairs
@@ -130,3 +131,7 @@ def test_dpo_raises_the_held_out_margin_and_resumes_after_a_kill(kit, tmp_path, 
     assert sorted(by_step) == [0, steps], by_step  # before the first step (the killed run) and after the last
     assert by_step[steps] > by_step[0] + 0.5, by_step
     assert f"kit train: step {steps}/{steps}: held-out pairs: log-prob margin {by_step[steps]:.4g}" in res.stderr
+    # a line per logging step: the loss with the step's reward margin and pair accuracy
+    number = r"-?[\d.]+(?:e-?\d+)?"
+    line = rf"^kit train: step {steps}/{steps}: loss {number}, reward margin {number}, pair accuracy {number}, "
+    assert re.search(line, res.stderr, re.M), res.stderr[-3000:]

@@ -128,6 +128,16 @@ class SaveRequest:
         signal.signal(signal.SIGTERM, on_signal)
 
 
+# what a progress line shows beside the loss, where the trainer logs it: (its key in the logs, its words)
+TRAIN_SCORES = (
+    ("reward", "reward"),  # GRPO: the mean reward of the step's completions
+    ("accuracy", "accuracy"),  # GRPO: kit's grader reward (rewards.py): the share graded correct
+    ("boxed_rate", "boxed"),  # and the share with a boxed answer
+    ("rewards/margins", "reward margin"),  # DPO: chosen minus rejected implicit reward
+    ("rewards/accuracies", "pair accuracy"),  # DPO: the share of pairs with chosen above rejected
+)
+
+
 def make_callback(request: SaveRequest):
     """A TrainerCallback: saves (and marks complete) a checkpoint when `request` asks, across all ranks at the same
     step; marks every checkpoint the trainer saved complete."""
@@ -140,21 +150,22 @@ def make_callback(request: SaveRequest):
             self.started = (time.monotonic(), state.global_step)
 
         def on_log(self, args, state, control, logs=None, **kwargs):
-            """A progress line per logging step ("step 20/100: loss 1.23, 0.5 s/step, ETA 40 s"), which `kit`
-            shows while the job runs; the trainer's own dict stays in the log. DPO's evaluation gets a line too."""
+            """A progress line per logging step ("step 20/100: loss 1.23, 0.5 s/step, ETA 40 s", with GRPO's mean
+            reward, accuracy and boxed rate and DPO's reward margin and accuracy: TRAIN_SCORES), which `kit` shows
+            while the job runs; the trainer's own dict stays in the log. DPO's evaluation gets a line too."""
             if not state.is_world_process_zero or not logs:
                 return control
             if "eval_logps/chosen" in logs:
                 say(f"step {state.global_step}/{state.max_steps}: {pair_scores(logs)}")
-            if "loss" not in logs:
+            # (a GRPO step with a greedy eval logs its scores with the eval's, apart from the loss)
+            shown = [(key, label) for key, label in (("loss", "loss"), *TRAIN_SCORES) if key in logs]
+            if not shown:
                 return control
             t0, step0 = self.started
             per_step = (time.monotonic() - t0) / max(state.global_step - step0, 1)
             eta = per_step * max(state.max_steps - state.global_step, 0)
-            say(
-                f"step {state.global_step}/{state.max_steps}: loss {float(logs['loss']):.4g}, "
-                f"{per_step:.2f} s/step, ETA {eta:.0f} s"
-            )
+            scores = ", ".join(f"{label} {float(logs[key]):.4g}" for key, label in shown)
+            say(f"step {state.global_step}/{state.max_steps}: {scores}, {per_step:.2f} s/step, ETA {eta:.0f} s")
             return control
 
         def on_step_end(self, args, state, control, **kwargs):
