@@ -73,10 +73,8 @@ def check_prepared(name: str, data_file: Path) -> Fingerprint | None:
         if meta.get("file") == {"bytes": st.st_size, "mtime_ns": st.st_mtime_ns}:
             return recorded
         now = Fingerprint.of_file(data_file)
-    except (OSError, ValueError) as e:
-        raise UserError(
-            f"{data_file}: cannot read benchmark '{name}' ({e}); run `kit prepare_data {name}` again."
-        ) from None
+    except (OSError, ValueError):
+        return None  # unreadable or no JSON: the generation's input check names the file and line, before the queue
     if now != recorded:
         raise UserError(
             f"{data_file} holds {now}, but `kit prepare_data` wrote {recorded} ({meta_file}): the file was edited "
