@@ -10,9 +10,11 @@ output's predicted answer and verdict, and the first output's generation, cut in
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlparse
 
 from pipeline_kit.errors import UserError
 from pipeline_kit.evaluation.output_files import ReadFile
@@ -211,9 +213,6 @@ def _to_wandb(t: Trackers, values: dict[str, float], samples: dict, name: str) -
 
 def _to_mlflow(t: Trackers, values: dict[str, float], samples: dict, name: str) -> str:
     _mlflow()
-    import os
-    from urllib.parse import urlparse
-
     from mlflow import MlflowClient
 
     if urlparse(t.mlflow_uri).scheme in ("", "file"):
