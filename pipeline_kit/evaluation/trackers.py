@@ -239,6 +239,10 @@ def _to_mlflow(t: Trackers, values: dict[str, float], samples: dict, name: str) 
             table = {col: [row[i] for row in rows] for i, col in enumerate(columns)}
             client.log_table(run_id, table, f"samples/{mlflow_name(bench)}.json")
         status = "FINISHED"
+    except Exception as e:  # the run stays, marked FAILED
+        raise UserError(
+            f"MLflow at {t.mlflow_uri}: logging to run {run_id} failed ({type(e).__name__}: {e})."
+        ) from None
     finally:
         client.set_terminated(run_id, status)
     return (
