@@ -9,6 +9,6 @@ if [ ! -x .venv/bin/python ]; then
 fi
 # torch, pinned (an unpinned one pulls GBs of CUDA wheels): users have it, and nemo-run's import reaches for it,
 # so tests/test_launch_imports.py needs it to prove that launching never imports it; `train` (TRL) trains in the tests;
-# `docs` builds the docs site (.ci/run, tests/test_docs.py)
-.venv/bin/pip install -q --disable-pip-version-check -e '.[test,generate,sandbox,eval,plot,data,train,docs]' torch==2.13.0
+# `docs` builds the docs site (.ci/run, tests/test_docs.py); `wandb` and `mlflow`: kit summarize's trackers, tested offline
+.venv/bin/pip install -q --disable-pip-version-check -e '.[test,generate,sandbox,eval,plot,data,train,docs,wandb,mlflow]' torch==2.13.0
 bash tests/services/up.sh

@@ -336,11 +336,45 @@ def test_audit_counts(tmp_path: Path, capsys):
     assert "grader and judge disagree: 3 samples, e.g. g2 (output-rs1.jsonl), g3 (output-rs1.jsonl), g2 (output-rs2.jsonl)" in out  # fmt: skip
 
 
-def test_plot(tmp_path: Path, capsys):
+def test_plot(tmp_path: Path, monkeypatch, capsys):
+    """What the figure shows, read back from the figure object kit saved: a panel per benchmark with its axes'
+    labels, pass@k and majority@k at k = 1..n (the hand-derived values above) and the greedy accuracy as a line."""
+    import matplotlib.image
+
+    import pipeline_kit.evaluation.summarize as summarize_module
+
+    drawn = []
+    save = summarize_module._save_atomic
+    monkeypatch.setattr(summarize_module, "_save_atomic", lambda fig, *args: (drawn.append(fig), save(fig, *args)))
     results = copy_results(tmp_path)
     png = tmp_path / "plots" / "passk.png"
     assert main(["summarize", str(results), "--plot", str(png)]) == 0
-    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    (fig,) = drawn
+    algebra, geometry = fig.get_axes()
+    panels = {
+        algebra: {
+            "pass@k": [ALGEBRA[f"pass@{k}"]["symbolic_correct"] for k in range(1, 5)],
+            "majority@k": [ALGEBRA[f"majority@{k}"]["symbolic_correct"] for k in range(1, 5)],
+            "greedy": [ALGEBRA["greedy"]["symbolic_correct"]] * 2,  # a horizontal line: the same y at both ends
+        },
+        geometry: {
+            "pass@k": [GEOMETRY["pass@1[avg-of-3]"]["symbolic_correct"], GEOMETRY["pass@2"]["symbolic_correct"],
+                       GEOMETRY["pass@3"]["symbolic_correct"]],
+            # majority@1: the first seed's (rs1) 2 of 6
+            "majority@k": [2 / 6 * pct, GEOMETRY["majority@2"]["symbolic_correct"],
+                           GEOMETRY["majority@3"]["symbolic_correct"]],
+        },  # no greedy output: no greedy line
+    }  # fmt: skip
+    for ax, name in ((algebra, "algebra"), (geometry, "geometry")):
+        assert (ax.get_title(), ax.get_xlabel(), ax.get_ylabel()) == (name, "k (samples)", "symbolic_correct (%)")
+        lines = {line.get_label(): line for line in ax.get_lines()}
+        assert list(lines) == list(panels[ax]) == [t.get_text() for t in ax.get_legend().get_texts()]
+        for label, values in panels[ax].items():
+            assert list(lines[label].get_ydata()) == pytest.approx(values), (name, label)
+        n = len(panels[ax]["pass@k"])
+        assert list(lines["pass@k"].get_xdata()) == list(lines["majority@k"].get_xdata()) == list(range(1, n + 1))
+    width, height = fig.get_size_inches() * 120  # the saved file is this figure, at kit's 120 dpi
+    assert matplotlib.image.imread(png).shape[:2] == (round(height), round(width))
     assert [p.name for p in png.parent.iterdir()] == ["passk.png"]  # no temporary file left
     assert main(["summarize", str(results), "--plot", str(tmp_path / "passk.nope")]) == 2
     assert "'.nope'" in capsys.readouterr().err

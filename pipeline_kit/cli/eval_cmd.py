@@ -12,6 +12,7 @@ from pipeline_kit.cli.job_flags import JobFlags, cluster_from, job_command, run_
 from pipeline_kit.cli.packing_flags import PackingFlags, PlanFlags, echo_plan, nodes_free
 from pipeline_kit.cli.sandbox_flags import SandboxFlags
 from pipeline_kit.cli.server_flags import ServerFlags
+from pipeline_kit.cli.tracker_flags import TrackerFlags
 
 HELP = "Evaluate a model on benchmarks (--benchmarks=math500:8,aime24:16): generate, grade, summarize."
 
@@ -22,6 +23,7 @@ def register(app: typer.Typer, plan_app: typer.Typer | None = None) -> None:
         server: ServerFlags,
         sandbox: SandboxFlags,
         packing: PackingFlags,
+        trackers: TrackerFlags,
         benchmarks: Annotated[
             str, typer.Option("--benchmarks", help="name:N,... (N seeds at the benchmark's sampling; 0: greedy).")
         ] = "",
@@ -103,6 +105,7 @@ def register(app: typer.Typer, plan_app: typer.Typer | None = None) -> None:
                 judge_model, judge_server_type, judge_server_address, judge_server_gpus, judge_server_args
             ),
             genselect=genselect,
+            trackers=trackers.trackers(imports=False),  # the summarize job's Python imports them (checked there)
         )
         cluster = cluster_from(flags.cluster, flags.config_dir)
         options = flags.options("eval")

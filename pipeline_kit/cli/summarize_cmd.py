@@ -9,13 +9,17 @@ from typing import Annotated
 
 import typer
 
+from pipeline_kit.cli.tracker_flags import TrackerFlags, takes_tracker_flags
+
 Opt = typer.Option
 
 
 def register(app: typer.Typer) -> None:
     @app.command(
-        help="Summarize results (kit's or another tool's): tables per benchmark, metrics.json, --audit, --plot."
+        help="Summarize results (kit's or another tool's): tables per benchmark, metrics.json, --audit, --plot; "
+        "--wandb_project / --mlflow_uri log them to W&B / MLflow."
     )
+    @takes_tracker_flags
     def summarize(
         results_dir: Annotated[
             Path,
@@ -55,21 +59,30 @@ def register(app: typer.Typer) -> None:
                 "records graded already keep their mode (shown under the table).",
             ),
         ] = "boxed",
+        trackers: TrackerFlags = None,
     ) -> None:
         from pipeline_kit.evaluation.summarize import metrics_target
         from pipeline_kit.evaluation.summarize import summarize as run
         from pipeline_kit.grading.extraction import check_mode
 
         check_mode(extract)
+        send = trackers.trackers()
         target = metrics_target(results_dir, save_metrics_path, regrade)
         replaced = target.exists()  # said, not refused: kit's own summary of these files, made again
-        text, metrics_path = run(results_dir, save_metrics_path, audit, plot, regrade, extract, pins=pinned_data)
+        samples = send.log_samples if send.wanted else 0
+        summary = run(
+            results_dir, save_metrics_path, audit, plot, regrade, extract, pins=pinned_data, log_samples=samples
+        )
+        text, metrics_path = summary.text, summary.metrics_path
         print(text, flush=True)
         what = "regraded metrics" if regrade else "metrics"
         again = " (replacing the one there)" if replaced else ""
         print(f"kit summarize: wrote the {what} to {metrics_path}{again}", file=sys.stderr)
         if plot is not None:
             print(f"kit summarize: drew the plot in {plot}", file=sys.stderr)
+        if send.wanted:  # after the tables are out: a tracker that fails leaves them printed and written
+            for line in send.send(summary.metrics, summary.samples, results_dir.resolve().name):
+                print(line, file=sys.stderr)
 
 
 def pinned_data(name: str) -> tuple[int | None, str] | None:

@@ -17,6 +17,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from pipeline_kit.atomic import default_mode, write_atomic
 from pipeline_kit.errors import UserError
@@ -32,6 +33,7 @@ from pipeline_kit.evaluation.output_files import (
 )
 from pipeline_kit.evaluation.reasoning_stats import ReasoningTally
 from pipeline_kit.evaluation.selection_modes import genselect_metrics, selection_metrics
+from pipeline_kit.evaluation.trackers import sample_table
 
 METRICS_FILE = "metrics.json"
 REGRADED_METRICS_FILE = "metrics-regraded.json"  # --regrade's, beside the labels' metrics.json, never over it
@@ -289,6 +291,13 @@ def metrics_target(results_dir: Path, save_metrics_path: Path | None, regrade: b
     return target
 
 
+class Summary(NamedTuple):
+    text: str  # the tables and their notes, to print
+    metrics_path: Path  # where the metrics were written
+    metrics: dict  # what was written there (benchmark -> mode -> column -> value, rounded)
+    samples: dict[str, tuple[list[str], list[list]]]  # benchmark -> its samples table (columns, rows); see trackers
+
+
 def summarize(
     results_dir: Path,
     save_metrics_path: Path | None = None,
@@ -297,8 +306,10 @@ def summarize(
     regrade: bool = False,
     extract: str = "boxed",
     pins: Callable[[str], tuple[int | None, str] | None] | None = None,
-) -> tuple[str, Path]:
-    """(the text to print, where the metrics were written). `regrade`: grade with kit's grader the records that
+    log_samples: int = 0,
+) -> Summary:
+    """The tables, where the metrics were written, the metrics, and with `log_samples` the first that many problems
+    of each benchmark as a samples table (for trackers.py). `regrade`: grade with kit's grader the records that
     carry another tool's labels (output_files.py) instead of taking the labels as given, and write the metrics to
     metrics-regraded.json (never over metrics.json, the labels' metrics); `extract`: how kit's grader extracts the
     answers it grades here (records graded before keep theirs, shown in the table); `pins`: a benchmark's name ->
@@ -310,6 +321,7 @@ def summarize(
     read = read_all([p for b in benches for p in b.files], regrade, extract)
     all_metrics: dict[str, dict] = {}
     ns: dict[str, int] = {}
+    samples: dict[str, tuple[list[str], list[list]]] = {}
     parts = []
     for bench in benches:
         files = [read[p] for p in bench.files]
@@ -327,9 +339,13 @@ def summarize(
         if thinking.samples:
             metrics["reasoning"] = thinking.metrics()
         parts.append(format_table(bench.name, metrics, columns, len(bench.seeds), notes))
+        if log_samples:
+            labels = (["greedy"] if bench.greedy else []) + [f"rs{seed}" for seed, _ in bench.seeds]
+            samples[bench.name] = sample_table(list(zip(labels, files, strict=True)), log_samples)
         if audit:
             parts.append(format_audit(bench.name, files))
-    write_atomic(target, json.dumps(_rounded(all_metrics), indent=2) + "\n")
+    rounded = _rounded(all_metrics)
+    write_atomic(target, json.dumps(rounded, indent=2) + "\n")
     if plot_path is not None:
         plot(plot_path, all_metrics, ns)
-    return "\n\n".join(parts), target
+    return Summary("\n\n".join(parts), target, rounded, samples)

@@ -17,6 +17,7 @@ from pipeline_kit.components.python_check import kit_python_check
 from pipeline_kit.components.sandbox import SandboxSpec
 from pipeline_kit.errors import UserError, did_you_mean
 from pipeline_kit.evaluation.judge import judge_folder
+from pipeline_kit.evaluation.trackers import Trackers
 from pipeline_kit.jobs.generate import (
     GenerateSpec,
     UnitPlan,
@@ -86,7 +87,8 @@ class EvalSpec:
     benchmark its own jobs where that is one unit per job); `overrides`: `++key=value`
     for every generation, after each benchmark's own defaults; `extract`: the answer extraction mode of every
     benchmark's grading (None: each benchmark's own, Benchmark.extract_mode); `genselect`: after the generation, a
-    GenSelect over each benchmark's samples into <benchmark>/genselect/ (summarize's genselect@N)."""
+    GenSelect over each benchmark's samples into <benchmark>/genselect/ (summarize's genselect@N); `trackers`:
+    where the summarize job logs the metrics (W&B, MLflow; its flags are given only when set)."""
 
     server: ServerSpec
     benchmarks: list[BenchmarkRequest]
@@ -107,6 +109,7 @@ class EvalSpec:
     judge: ServerSpec | None = None  # an LLM judge: a dependent stage with its own server writes judge_correct
     judge_overrides: tuple[str, ...] = ("++prompt_config=judge/math", "++inference.temperature=0.0")
     genselect: bool = False
+    trackers: Trackers = Trackers()
 
     def __post_init__(self) -> None:
         few = [f"{r.name}:{r.samples}" for r in self.benchmarks if r.samples < 2] if self.genselect else []
@@ -324,8 +327,12 @@ def _summarize_jobs(
 
     results = spec.output_dir.rstrip("/")  # summarize finds <results>/eval-results/<bench>/ and writes metrics.json
     python = f'"${{{CLIENT_PYTHON_VAR}:-{cluster.kit_python}}}"'
-    line = f"{python} -m pipeline_kit.cli.main summarize {shlex.quote(results)}"
-    check = kit_python_check(cluster, CLIENT_PYTHON_VAR, SUMMARIZE_MODULES, "the summary's Python", "pipeline-kit")
+    line = shlex.join(["summarize", results, *spec.trackers.summarize_args()])
+    line = f"{python} -m pipeline_kit.cli.main {line}"
+    extras = spec.trackers.extras()  # wandb, mlflow: imported by the job, so checked in its Python
+    install = f"pipeline-kit[{','.join(extras)}]" if extras else "pipeline-kit"
+    modules = (*SUMMARIZE_MODULES, *extras)
+    check = kit_python_check(cluster, CLIENT_PYTHON_VAR, modules, "the summary's Python", install)
     command = Command(line, name="summarize", container=client_container(cluster, first), python_check=check)
     after = generation + optional
     summarize_options = replace(options, expname=f"{options.expname}-summarize", after=after, dependent_jobs=0)
