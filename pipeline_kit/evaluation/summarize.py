@@ -308,6 +308,10 @@ class BenchmarkSummary:
     def n(self) -> int:
         return len(self.bench.seeds)
 
+    def modes(self) -> list[str]:
+        """The rows of its table: greedy and the k = n rows."""
+        return [mode for mode, _ in _table_rows(self.metrics, self.n)]
+
     def table(self) -> str:
         return format_table(self.name, self.metrics, self.columns, self.n, self.notes)
 
