@@ -9,6 +9,8 @@ from typing import Annotated
 
 import typer
 
+from pipeline_kit.cli.summarize_cmd import REGRADE_HELP, Extract, pinned_data
+
 Opt = typer.Option
 
 
@@ -24,7 +26,7 @@ def register(app: typer.Typer) -> None:
         other_dir: Annotated[
             Path | None,
             typer.Argument(
-                metavar="[OTHER_DIR]",
+                metavar="OTHER_DIR",
                 help="A second results folder to compare with (B): tables side by side, the problems whose verdict "
                 "flipped each way.",
                 show_default=False,
@@ -39,12 +41,9 @@ def register(app: typer.Typer) -> None:
                 "RESULTS_DIR/report-vs-<OTHER_DIR's name>.html).",
             ),
         ] = None,
-        regrade: Annotated[
-            bool, Opt("--regrade", help="As kit summarize --regrade: kit's grader grades other tools' records.")
-        ] = False,
-        extract: Annotated[str, Opt("--extract", help="As kit summarize --extract: boxed, auto or mcq.")] = "boxed",
+        regrade: Annotated[bool, Opt("--regrade", help=REGRADE_HELP)] = False,
+        extract: Extract = "boxed",
     ) -> None:
-        from pipeline_kit.cli.summarize_cmd import pinned_data
         from pipeline_kit.evaluation.report import build_report
         from pipeline_kit.grading.extraction import check_mode
 
