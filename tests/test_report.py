@@ -50,8 +50,9 @@ def browser():
 
 def open_report(browser, path: Path, width: int = 1280, height: int = 900):
     page = browser.new_page(viewport={"width": width, "height": height})
-    page.errors = []
+    page.errors, page.requests = [], []
     page.on("pageerror", lambda e: page.errors.append(str(e)))
+    page.on("request", lambda request: page.requests.append(request.url))
     page.goto(path.as_uri(), wait_until="commit")  # not "load": that waits for the whole file
     page.wait_for_selector("html[data-ready]", timeout=20_000)
     return page
@@ -126,6 +127,10 @@ def test_tables_hold_the_numbers_of_metrics_json(tmp_path: Path, browser):
     assert f"data: 5 rows, fingerprint {metrics['algebra']['data']['fingerprint'][:12]}" in page.inner_text("#summary")
     assert page.locator(".chart polyline[data-series=pass]").count() == 2
     assert page.errors == []
+    # one file: the browser asked for nothing but the report itself (no CDN, no font, no second file)
+    page.click('.problem[data-id="p1"] .head')
+    page.wait_for_selector('.problem[data-id="p1"] details.generation pre')
+    assert page.requests == [path.as_uri()]
 
 
 def test_filters_and_search_show_exactly_the_expected_problems(tmp_path: Path, browser):
