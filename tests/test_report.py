@@ -48,12 +48,12 @@ def browser():
         chromium.close()
 
 
-def open_report(browser, path: Path, width: int = 1280, height: int = 900):
+def open_report(browser, path: Path, width: int = 1280, height: int = 900, fragment: str = ""):
     page = browser.new_page(viewport={"width": width, "height": height})
     page.errors, page.requests = [], []
     page.on("pageerror", lambda e: page.errors.append(str(e)))
     page.on("request", lambda request: page.requests.append(request.url))
-    page.goto(path.as_uri(), wait_until="commit")  # not "load": that waits for the whole file
+    page.goto(path.as_uri() + fragment, wait_until="commit")  # not "load": that waits for the whole file
     page.wait_for_selector("html[data-ready]", timeout=20_000)
     return page
 
@@ -134,7 +134,8 @@ def test_tables_hold_the_numbers_of_metrics_json(tmp_path: Path, browser):
 
 
 def test_filters_and_search_show_exactly_the_expected_problems(tmp_path: Path, browser):
-    page = open_report(browser, report_of(str(copy_results(tmp_path)), cwd=tmp_path))
+    path = report_of(str(copy_results(tmp_path)), cwd=tmp_path)
+    page = open_report(browser, path)
     assert shown(page) == ["p1", "p2", "p3", "p4", "p5"]  # algebra first, every problem
     set_filter(page, "timeout", True)
     assert shown(page) == ["p4"]
@@ -171,6 +172,25 @@ def test_filters_and_search_show_exactly_the_expected_problems(tmp_path: Path, b
     assert runs.evaluate_all("rows => rows.map(r => r.dataset.run)") == ["rs1", "rs2", "rs10"]
     assert "\\boxed{A}" in page.inner_text('.problem[data-id="g1"] details.generation pre >> nth=0')
     assert page.errors == []
+
+
+def test_sorting_answer_votes_and_links_to_a_problem(tmp_path: Path, browser):
+    path = report_of(str(copy_results(tmp_path)), cwd=tmp_path)
+    page = open_report(browser, path)
+    before = page.get_attribute("#list", "data-shown")
+    page.select_option("#sort", "hardest")
+    page.wait_for_function(f"document.getElementById('list').dataset.shown !== {json.dumps(before)}")
+    # share of runs right (greedy and 4 seeds): p3 1/5, p4 1/5 (a tie keeps file order), p5 2/5, p2 3/5, p1 4/5
+    assert shown(page) == ["p3", "p4", "p5", "p2", "p1"]
+    page.click('.problem[data-id="p5"] .head')
+    votes = page.locator('.problem[data-id="p5"] .vote').all_inner_texts()
+    assert votes == ["1/3 ×3", "1/2 ×1", "0.5 ×1"]  # greedy, rs2, rs3; rs0; rs1 (kit's grader would join the last two)
+    # opening a problem puts a link to it in the address; the link opens it again
+    link = page.evaluate("location.hash")
+    assert link == "#problem=0:0:4"
+    again = open_report(browser, Path(path), fragment=link)
+    again.wait_for_selector('.problem[data-id="p5"] details.generation pre')
+    assert again.errors == page.errors == []
 
 
 def plant_flips(folder: Path) -> None:

@@ -10,7 +10,7 @@
   const app = document.getElementById("app");
   const indexes = new Map(); // "side-bench" -> problems
   const texts = new Map(); // "side-bench-problem" -> [[generation, thinking] per run], the last few opened
-  const state = { side: 0, bench: 0, filters: new Set(), query: "", inTexts: false, page: 0, open: new Set() };
+  const state = { side: 0, bench: 0, filters: new Set(), query: "", inTexts: false, sort: "file", page: 0, open: new Set() };
   let textHits = null; // problem numbers whose texts match state.query (search in texts), null: not asked
   let searchToken = 0;
 
@@ -202,6 +202,14 @@
     ["error", "generation failed", (s) => s.some((x) => x[4] & FLAG.error)],
   ];
   const present = (p) => p.samples.filter((x) => x !== null);
+  const rightShare = (p) => { const s = present(p); return s.length ? s.filter((x) => x[1]).length / s.length : 0; };
+  const meanTokens = (p) => { const t = present(p).map((x) => x[2] || 0); return t.length ? t.reduce((a, b) => a + b, 0) / t.length : 0; };
+  const SORTS = [
+    ["file", "in file order", null],
+    ["hardest", "fewest runs right first", (p) => rightShare(p)],
+    ["easiest", "most runs right first", (p) => -rightShare(p)],
+    ["longest", "most tokens first", (p) => -meanTokens(p)],
+  ];
 
   function matches(p, i) {
     const s = present(p);
@@ -254,7 +262,9 @@
         if (state.inTexts && state.query) searchTexts();
         renderList();
       } }), " also in generations"),
-      el("span", { id: "search-progress", class: "muted" }));
+      el("span", { id: "search-progress", class: "muted" }),
+      el("label", {}, "sort ", el("select", { id: "sort", onchange: (e) => { state.sort = e.target.value; state.page = 0; renderList(); } },
+        SORTS.map(([key, label]) => el("option", { value: key, text: label })))));
     return el("section", { id: "problems" }, el("h2", { text: "Problems" }), controls,
       el("div", { class: "status", id: "status" }), el("div", { id: "list" }), el("div", { class: "pager", id: "pager" }));
   }
@@ -285,6 +295,11 @@
     if (side !== state.side || bench !== state.bench) return;
     const shown = [];
     problems.forEach((p, i) => { if (matches(p, i)) shown.push(i); });
+    const order = SORTS.find(([key]) => key === state.sort)[2];
+    if (order) {
+      const value = new Map(shown.map((i) => [i, order(problems[i])]));
+      shown.sort((a, b) => value.get(a) - value.get(b) || a - b); // ties keep the file order
+    }
     const pages = Math.max(1, Math.ceil(shown.length / PAGE));
     state.page = Math.min(state.page, pages - 1);
     const first = state.page * PAGE;
@@ -311,7 +326,12 @@
     const box = el("div", { class: "problem", "data-id": p.id || "#" + (i + 1), "data-index": i });
     const toggle = () => {
       if (state.open.has(i)) { state.open.delete(i); body.remove(); }
-      else { state.open.add(i); box.append(body); fillBody(b, p, i, body); }
+      else {
+        state.open.add(i);
+        box.append(body);
+        fillBody(b, p, i, body);
+        history.replaceState(null, "", `#problem=${state.side}:${state.bench}:${i}`); // a link to this problem
+      }
     };
     box.append(el("div", { class: "head", onclick: toggle },
       el("span", { class: "muted", text: "#" + (i + 1) }), el("span", { class: "pid", title: p.id, text: p.id || "-" }),
@@ -338,8 +358,13 @@
   }
 
   async function fillBody(b, p, i, body) {
+    const votes = new Map();
+    for (const x of present(p)) votes.set(x[0], [(votes.get(x[0]) || [0])[0] + 1, x[1]]);
+    const tally = [...votes].sort((a, b) => b[1][0] - a[1][0]).map(([answer, [count, right]]) =>
+      el("span", { class: "vote " + (answer === null ? "" : right ? "right" : "wrong") }, `${answer === null ? "(no answer)" : answer} ×${count}`));
     body.replaceChildren(el("div", { class: "full", text: p.problem }),
-      el("div", {}, el("b", { text: "expected answer: " }), p.expected || "-"));
+      el("div", {}, el("b", { text: "expected answer: " }), p.expected || "-"),
+      el("div", { class: "votes" }, el("b", { text: "answers: " }), tally));
     const table = el("table", { class: "samples" }, el("thead", {}, el("tr", {},
       ["run", "answer", "verdict", "tokens", "seconds", "", "generation"].map((h) => el("th", { text: h })))));
     const tbody = el("tbody");
@@ -385,12 +410,17 @@
     document.querySelectorAll("[data-filter]").forEach((c) => { c.checked = false; });
     state.query = "";
     document.getElementById("query").value = "";
+    state.sort = "file";
+    document.getElementById("sort").value = "file";
     if (document.getElementById("side")) document.getElementById("side").value = side;
-    reset().then(() => {
+    return reset().then(() => {
       state.page = Math.floor(i / PAGE);
       state.open.add(i);
       return renderList();
-    }).then(() => document.querySelector(`.problem[data-index="${i}"]`).scrollIntoView());
+    }).then(() => {
+      const box = document.querySelector(`.problem[data-index="${i}"]`);
+      if (box) box.scrollIntoView();
+    });
   }
 
   // ------------------------------------------------------------------------------------------------ the page
@@ -402,7 +432,9 @@
       el("nav", { class: "sections" }, navLinks.map(([href, text]) => el("a", { href, text })))),
     el("main", {}, summarySection(), meta.sides.length > 1 ? compareSection() : null, browserSection()));
   fillBenchSelect();
-  renderList().then(() => {
+  const link = /^#problem=(\d+):(\d+):(\d+)$/.exec(location.hash); // a link to a problem (see problemView)
+  const linked = link && meta.sides[+link[1]] && meta.sides[+link[1]].benchmarks[+link[2]] ? link.slice(1).map(Number) : null;
+  (linked ? openProblem(...linked) : renderList()).then(() => {
     window.kitReportReady = performance.now(); // the tests read it: when the page became usable
     document.documentElement.dataset.ready = "1";
   });
