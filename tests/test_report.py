@@ -100,10 +100,20 @@ def check_table(rows: list, metrics: dict) -> None:
                 assert float(std) == pytest.approx(want[f"{col}_std"], abs=0.0051), (mode, col, text)
 
 
-def test_report_errors_are_one_line_and_exit_2(tmp_path: Path):
-    out = kit("report", str(tmp_path / "nowhere"), cwd=tmp_path)
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (["nowhere"], "nowhere is not a folder"),
+        (["results", "nowhere"], "nowhere is not a folder"),  # refused before the first folder is read
+        (["results", "-o", "results"], "is a folder; give the report's file name"),
+        (["results", "-o", "/proc/report.html"], "cannot write /proc/report.html"),
+    ],
+)
+def test_report_errors_are_one_line_and_exit_2(tmp_path: Path, args: list[str], says: str):
+    copy_results(tmp_path)
+    out = kit("report", *args, cwd=tmp_path)
     assert out.returncode == 2 and len(out.stderr.splitlines()) == 1, out.stderr
-    assert "is not a folder" in out.stderr
+    assert says in out.stderr
 
 
 def test_tables_hold_the_numbers_of_metrics_json(tmp_path: Path, browser):
@@ -285,3 +295,18 @@ def test_the_docs_screenshot(tmp_path: Path, browser):
     if os.environ.get("KIT_UPDATE_GOLDEN") == "1":
         SCREENSHOT.write_bytes(png)
     assert SCREENSHOT.is_file(), f"{SCREENSHOT} is missing; run this test with KIT_UPDATE_GOLDEN=1 to draw it"
+
+
+def test_a_problems_verdict_is_its_majority_answers():
+    from pipeline_kit.evaluation.report import problem_verdict
+
+    def sample(answer, right):
+        return [answer, right, None, None, 0]
+
+    greedy = sample("5", True)
+    # seeds: "4" (wrong) twice, "5" (right) twice: a tie goes to the answer seen first; the greedy run is not counted
+    seeds = [sample("4", False), sample("5", True), sample("4", False), sample("5", True)]
+    assert problem_verdict([greedy, *seeds], 1) == (False, 2, 4)
+    assert problem_verdict([greedy, sample(None, False), sample("5", True)], 1) == (True, 1, 2)  # no answer: no vote
+    assert problem_verdict([greedy, sample(None, False)], 1) == (False, 0, 1)  # no answer at all: wrong
+    assert problem_verdict([greedy], 1) == (True, 1, 1)  # no seeds: the greedy run's verdict

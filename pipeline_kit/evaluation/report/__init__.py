@@ -23,9 +23,15 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline_kit.atomic import open_atomic
+from pipeline_kit.atomic import no_space, open_atomic
+from pipeline_kit.errors import UserError
 from pipeline_kit.evaluation.output_files import ReadFile
-from pipeline_kit.evaluation.summarize import BenchmarkSummary, rounded_metrics, summarize_benchmarks
+from pipeline_kit.evaluation.summarize import (
+    BenchmarkSummary,
+    find_benchmark_outputs,
+    rounded_metrics,
+    summarize_benchmarks,
+)
 from pipeline_kit.jsonl import read_jsonl
 
 ASSETS = Path(__file__).resolve().parent / "assets"
@@ -206,6 +212,11 @@ def build_report(
     or report-vs-OTHER.html, in RESULTS_DIR), atomically; return its path. The folders are read as `kit summarize`
     reads them (`regrade`, `extract`, `pins` as there)."""
     dirs = [results_dir] + ([other_dir] if other_dir is not None else [])
+    for d in dirs:
+        find_benchmark_outputs(d)  # a folder without outputs is refused before any is read
+    target = output or default_output(results_dir, other_dir)
+    if target.is_dir():
+        raise UserError(f"{target} is a folder; give the report's file name (e.g. {target / REPORT_FILE}).")
     sides = []
     for d in dirs:
         summaries = summarize_benchmarks(d, regrade, extract, pins)
@@ -243,10 +254,13 @@ def build_report(
         meta["compare"] = {
             s.name: flips((s, p), by_name[s.name]) for s, p in zip(sa, pa, strict=True) if s.name in by_name
         }
-    target = output or default_output(results_dir, other_dir)
-    with open_atomic(target) as f:
-        for part in _html(meta, [problems for _, _, problems in sides]):
-            f.write(part)
+    try:
+        with open_atomic(target) as f:
+            for part in _html(meta, [problems for _, _, problems in sides]):
+                f.write(part)
+    except OSError as e:  # nothing is left half-written (open_atomic)
+        why = no_space(e) or f"cannot write {target} ({e.strerror})"
+        raise UserError(f"{why}; pass --output with a file in a folder you can write to.") from None
     return target
 
 
