@@ -45,9 +45,9 @@ LEVEL = 1
 
 @dataclass
 class Problems:
-    """The problems of one benchmark of one results folder, in the first run's order, and how they were keyed."""
+    """The problems of one benchmark of one results folder, in the first run's order, and what matched them across
+    its runs (as kit summarize matches seeds)."""
 
-    keys: list[Hashable]
     kind: str  # "id", "problem" or "line"
     index: list[dict]  # per problem: id, problem, expected, samples (one per run, None where the run lacks it)
     texts: list[list]  # per problem: one [generation, thinking] per run (None where the run lacks the problem)
@@ -66,9 +66,10 @@ def _keys(f: ReadFile, kind: str) -> list[Hashable]:
     return f.ids if kind == "id" else f.problems if kind == "problem" else list(range(len(f.ids)))
 
 
-def _sample(f: ReadFile, i: int, rec: dict, timed_out: set) -> list:
-    """[answer, correct, tokens, seconds, flags] of record i of `f` (verdicts as summarize read them)."""
-    flags = TIMED_OUT if (f.ids[i] if f.ids[i] is not None else f"line {rec['_line']}") in timed_out else 0
+def _sample(f: ReadFile, i: int, lineno: int, rec: dict, timed_out: set) -> list:
+    """[answer, correct, tokens, seconds, flags] of record i (on line `lineno`) of `f`, its verdict as summarize read
+    it; `timed_out`: the names (id, else "line N") of its samples whose grading timed out."""
+    flags = TIMED_OUT if (f.ids[i] if f.ids[i] is not None else f"line {lineno}") in timed_out else 0
     flags |= ERROR if rec.get("error") else 0
     flags |= TRUNCATED if rec.get("finished_reasoning") is False else 0
     judge = f.run.correct.get("judge_correct")
@@ -103,8 +104,8 @@ def collect(summary: BenchmarkSummary) -> Problems:
     runs = len(files)
     for r, f in enumerate(files):
         timed_out = set(f.audit["grading_timed_out"])
-        records = [{**rec, "_line": lineno} for lineno, rec in read_jsonl(f.path)]
-        for i, (key, rec) in enumerate(zip(_keys(f, kind), records, strict=True)):
+        records = read_jsonl(f.path)
+        for i, (key, (lineno, rec)) in enumerate(zip(_keys(f, kind), records, strict=True)):
             p = position.get(key)
             if p is None:
                 p = position[key] = len(index)
@@ -118,10 +119,10 @@ def collect(summary: BenchmarkSummary) -> Problems:
                     }
                 )
                 texts.append([None] * runs)
-            index[p]["samples"][r] = _sample(f, i, rec, timed_out)
+            index[p]["samples"][r] = _sample(f, i, lineno, rec, timed_out)
             texts[p][r] = _texts(rec)
         del records
-    return Problems(list(position), kind, index, texts)
+    return Problems(kind, index, texts)
 
 
 def run_labels(summary: BenchmarkSummary) -> list[str]:
@@ -175,7 +176,7 @@ def flips(a: tuple[BenchmarkSummary, Problems], b: tuple[BenchmarkSummary, Probl
             item = {"a": i, "b": j, "id": p["id"], "problem": p["problem"][:SNIPPET], "expected": p["expected"]}
             item |= {"a_correct": [ca, na], "b_correct": [cb, nb]}
             out["fixed" if vb else "broken"].append(item)
-    out["only_b"] = len(pb.index) - (out["common"])
+    out["only_b"] = len(pb.index) - out["common"]
     return out
 
 
