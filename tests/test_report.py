@@ -203,9 +203,9 @@ def test_sorting_answer_votes_and_links_to_a_problem(tmp_path: Path, browser):
     assert again.errors == page.errors == []
 
 
-def plant_flips(folder: Path) -> None:
+def plant_flips(folder: Path, benchmark: str = "eval-results/algebra") -> None:
     """In algebra, every seed gets p1 wrong (it was right by majority) and answers p4 right with 10 (wrong before)."""
-    for path in sorted((folder / "eval-results" / "algebra").glob("output-rs*.jsonl")):
+    for path in sorted((folder / benchmark).glob("output-rs*.jsonl")):
         records = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
         for rec in records:
             if rec["id"] == "p1":
@@ -310,3 +310,18 @@ def test_a_problems_verdict_is_its_majority_answers():
     assert problem_verdict([greedy, sample(None, False), sample("5", True)], 1) == (True, 1, 2)  # no answer: no vote
     assert problem_verdict([greedy, sample(None, False)], 1) == (False, 0, 1)  # no answer at all: wrong
     assert problem_verdict([greedy], 1) == (True, 1, 1)  # no seeds: the greedy run's verdict
+
+
+def test_two_folders_of_one_benchmark_each_are_compared_whatever_their_names(tmp_path: Path):
+    """RESULTS_DIR/output*.jsonl names its benchmark after the folder: yesterday's and today's are still compared."""
+    algebra = DATA / "eval-results" / "algebra"
+    for name in ("yesterday", "today"):
+        (tmp_path / name).mkdir()
+        for path in algebra.glob("output-rs*.jsonl"):
+            shutil.copy(path, tmp_path / name / path.name)
+    plant_flips(tmp_path / "today", benchmark="")
+    html = report_of(str(tmp_path / "yesterday"), str(tmp_path / "today"), cwd=tmp_path).read_text()
+    meta = json.loads(html.split('<script type="application/json" id="kit-meta">', 1)[1].split("</script>", 1)[0])
+    assert meta["pairs"] == {"yesterday": "today"}
+    flips = meta["compare"]["yesterday"]
+    assert [f["id"] for f in flips["fixed"]] == ["p4"] and [f["id"] for f in flips["broken"]] == ["p1"]

@@ -226,6 +226,7 @@ def build_report(
         "created": datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"),
         "sides": [],
         "compare": {},
+        "pairs": {},  # benchmark of RESULTS_DIR -> the differently named one of OTHER_DIR it is compared with
     }
     for d, summaries, problems in sides:
         metrics = rounded_metrics(summaries)
@@ -252,6 +253,10 @@ def build_report(
     if other_dir is not None:
         (_, sa, pa), (_, sb, pb) = sides
         by_name = {s.name: (s, p) for s, p in zip(sb, pb, strict=True)}
+        if len(sa) == len(sb) == 1 and sa[0].name != sb[0].name:
+            # one benchmark each, named after its folder (RESULTS_DIR/output*.jsonl): compared whatever the names
+            meta["pairs"][sa[0].name] = sb[0].name
+            by_name[sa[0].name] = by_name.pop(sb[0].name)
         meta["compare"] = {
             s.name: flips((s, p), by_name[s.name]) for s, p in zip(sa, pa, strict=True) if s.name in by_name
         }

@@ -141,17 +141,20 @@
   }
 
   function summarySection() {
-    const names = [...new Set(meta.sides.flatMap((s) => s.benchmarks.map((b) => b.name)))];
+    // B's benchmark of the same name, or the one B has when each folder has one (meta.pairs)
+    const inB = (name) => meta.pairs[name] || name;
+    const paired = new Set(Object.values(meta.pairs));
+    const names = [...new Set(meta.sides.flatMap((s, i) => s.benchmarks.map((b) => b.name).filter((n) => !(i && paired.has(n)))))];
     const sec = el("section", { id: "summary" }, el("h2", { text: "Summary" }));
     for (const name of names) {
-      sec.append(el("h3", { text: name }));
+      sec.append(el("h3", { text: inB(name) === name ? name : `${name} (B: ${inB(name)})` }));
       const grid = el("div", { class: "sides", style: "--sides:" + meta.sides.length });
       meta.sides.forEach((side, s) => {
-        const b = side.benchmarks.find((x) => x.name === name);
+        const b = side.benchmarks.find((x) => x.name === (s ? inB(name) : name));
         const col = el("div", { "data-side": s });
         if (meta.sides.length > 1) col.append(el("div", { class: "side-label", text: (s ? "B: " : "A: ") + side.label }));
         if (!b) col.append(el("p", { class: "muted", text: "not in this folder" }));
-        else col.append(metricsTable(b), el("div", { class: "notes" }, b.notes.map((n) => el("div", { text: n }))), chart(b));
+        else col.append(metricsTable(b), el("div", { class: "notes" }, b.notes.map((n) => el("div", { text: n }))), chart(b) || "");
         grid.append(col);
       });
       sec.append(grid);
