@@ -37,12 +37,14 @@ def write_results(
     pool = _pool(rng, max(4 * chars, 200_000))
     skill = [rng.random() for _ in range(problems)]  # each problem's chance of a right answer
     expected = [str(rng.randint(1, 999)) for _ in range(problems)]
+    # a model's wrong answers to a problem are a few, given again and again, not any number at all
+    distractors = [[str(rng.randint(1, 999)) for _ in range(3)] for _ in range(problems)]
     texts = [f"Problem {i + 1}: " + pool[(i * 7919) % 50_000 :][: rng.randint(120, 500)] for i in range(problems)]
     for seed in range(seeds):
         with open(folder / f"output-rs{seed}.jsonl", "w") as f:
             for i in range(problems):
                 right = rng.random() < skill[i]
-                answer = expected[i] if right else (None if rng.random() < 0.1 else str(rng.randint(1, 999)))
+                answer = expected[i] if right else (None if rng.random() < 0.1 else rng.choice(distractors[i]))
                 n_tokens = max(16, int(rng.gauss(tokens, tokens / 8)))
                 length = int(n_tokens * CHARS_PER_TOKEN)
                 start = rng.randrange(len(pool) - length)
