@@ -3,7 +3,7 @@
 # project venv (.venv), and the real services (Slurm + slurmdbd + sshd, dockerd), which stay up.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash tests/services/install_deps.sh
+bash tests/services/install_deps.sh   # Debian packages: the services', and chromium for tests/test_report.py
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv || { apt-get install -y -q python3-venv >/dev/null && python3 -m venv .venv; }
 fi

@@ -78,6 +78,10 @@ def test_wheel_installed_outside_the_repo_has_prompts_and_configs(tmp_path):
             assert path.is_file() and not path.is_symlink(), f"{path}: not a regular file"
         assert not (installed / name).is_symlink()
     assert not (site / "prompts").exists() and not (site / "cluster_configs").exists()  # only inside the package
+    # kit report's page: its styles and script are package data (pyproject.toml)
+    assets = REPO / "pipeline_kit" / "evaluation" / "report" / "assets"
+    for asset in ("report.css", "report.js"):
+        assert (installed / "evaluation" / "report" / "assets" / asset).read_bytes() == (assets / asset).read_bytes()
 
     work = tmp_path / "work"  # a user's folder that is no git repo (kit packs only itself from there)
     home = tmp_path / "home"

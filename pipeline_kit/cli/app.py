@@ -14,6 +14,7 @@ from pipeline_kit.cli import (
     prepare_data_cmd,
     prepare_training_data_cmd,
     recipe_cmd,
+    report_cmd,
     run_cmd,
     select_cmd,
     setup_cmd,
@@ -57,6 +58,7 @@ experiment_cmds.register(app)
 setup_cmd.register(app)
 prepare_data_cmd.register(app)
 summarize_cmd.register(app)
+report_cmd.register(app)
 grade_cmd.register(app)
 prepare_training_data_cmd.register(app)
 train_cmd.register(app)

@@ -12,6 +12,19 @@ import typer
 from pipeline_kit.cli.tracker_flags import TrackerFlags, takes_tracker_flags
 
 Opt = typer.Option
+# the flags that `kit report` reads a results folder with too
+REGRADE_HELP = (
+    "Grade with kit's grader (in memory; files unchanged) the records that carry another tool's labels "
+    "(symbolic_correct/is_correct); without it those labels are used as given."
+)
+Extract = Annotated[
+    str,
+    Opt(
+        "--extract",
+        help="How kit's grader extracts the answers it grades here: boxed (the last \\boxed{}), auto or mcq; records "
+        "graded already keep their mode (shown under the table).",
+    ),
+]
 
 
 def register(app: typer.Typer) -> None:
@@ -46,19 +59,10 @@ def register(app: typer.Typer) -> None:
             bool,
             Opt(
                 "--regrade",
-                help="Grade with kit's grader (in memory; files unchanged) the records that carry another tool's "
-                "labels (symbolic_correct/is_correct); without it those labels are used as given. The metrics go to "
-                "metrics-regraded.json, beside the labels' metrics.json.",
+                help=REGRADE_HELP + " The metrics go to metrics-regraded.json, beside the labels' metrics.json.",
             ),
         ] = False,
-        extract: Annotated[
-            str,
-            Opt(
-                "--extract",
-                help="How kit's grader extracts the answers it grades here: boxed (the last \\boxed{}), auto or mcq; "
-                "records graded already keep their mode (shown under the table).",
-            ),
-        ] = "boxed",
+        extract: Extract = "boxed",
         trackers: TrackerFlags = None,
     ) -> None:
         from pipeline_kit.evaluation.summarize import metrics_target

@@ -298,6 +298,67 @@ class Summary(NamedTuple):
     samples: dict[str, tuple[list[str], list[list]]]  # benchmark -> its samples table (columns, rows); see trackers
 
 
+@dataclass
+class BenchmarkSummary:
+    """One benchmark of a results folder as `kit summarize` shows it: its metrics (metrics.json's entry), its
+    correctness columns, its number of sampled runs, the notes under its table and its files as read."""
+
+    bench: BenchmarkOutputs
+    metrics: dict
+    columns: list[str]
+    notes: list[str]
+    files: list[ReadFile]
+
+    @property
+    def name(self) -> str:
+        return self.bench.name
+
+    @property
+    def n(self) -> int:
+        return len(self.bench.seeds)
+
+    def modes(self) -> list[str]:
+        """The rows of its table: greedy and the k = n rows."""
+        return [mode for mode, _ in _table_rows(self.metrics, self.n)]
+
+    def table(self) -> str:
+        return format_table(self.name, self.metrics, self.columns, self.n, self.notes)
+
+
+def summarize_benchmarks(
+    results_dir: Path,
+    regrade: bool = False,
+    extract: str = "boxed",
+    pins: Callable[[str], tuple[int | None, str] | None] | None = None,
+    audit: bool = False,
+) -> list[BenchmarkSummary]:
+    """Every benchmark of `results_dir`, read and summarized (summarize's arguments); `audit`: leave out the notes
+    that --audit's lists say at length."""
+    benches = find_benchmark_outputs(results_dir)
+    read = read_all([p for b in benches for p in b.files], regrade, extract)
+    out = []
+    for bench in benches:
+        files = [read[p] for p in bench.files]
+        metrics, columns, matched_by = compute(bench, files)
+        mode = extraction_of(files)
+        notes = [f"graded by: {graded_by(files)}" + (f"; answers extracted: {mode}" if mode else "")]
+        data_note, metrics["data"] = data_of(bench.name, files, pins(bench.name) if pins else None)
+        notes.append(data_note)
+        notes += [f"seeds matched by: {matched_by}"] if matched_by else []
+        notes += [] if audit else audit_notes(files)
+        thinking = ReasoningTally.total([f.reasoning for f in files])
+        notes += [note] if (note := thinking.note()) else []
+        if thinking.samples:
+            metrics["reasoning"] = thinking.metrics()
+        out.append(BenchmarkSummary(bench, metrics, columns, notes, files))
+    return out
+
+
+def rounded_metrics(summaries: list[BenchmarkSummary]) -> dict:
+    """metrics.json's content: each benchmark's metrics, floats rounded to 4 places."""
+    return {s.name: _rounded(s.metrics) for s in summaries}
+
+
 def summarize(
     results_dir: Path,
     save_metrics_path: Path | None = None,
@@ -317,35 +378,18 @@ def summarize(
     target = metrics_target(results_dir, save_metrics_path, regrade)
     if plot_path is not None:
         _pyplot(plot_path)
-    benches = find_benchmark_outputs(results_dir)
-    read = read_all([p for b in benches for p in b.files], regrade, extract)
-    all_metrics: dict[str, dict] = {}
-    ns: dict[str, int] = {}
-    samples: dict[str, tuple[list[str], list[list]]] = {}
+    summaries = summarize_benchmarks(results_dir, regrade, extract, pins, audit)
     parts = []
-    for bench in benches:
-        files = [read[p] for p in bench.files]
-        metrics, columns, matched_by = compute(bench, files)
-        all_metrics[bench.name] = metrics
-        ns[bench.name] = len(bench.seeds)
-        mode = extraction_of(files)
-        notes = [f"graded by: {graded_by(files)}" + (f"; answers extracted: {mode}" if mode else "")]
-        data_note, metrics["data"] = data_of(bench.name, files, pins(bench.name) if pins else None)
-        notes.append(data_note)
-        notes += [f"seeds matched by: {matched_by}"] if matched_by else []
-        notes += [] if audit else audit_notes(files)
-        thinking = ReasoningTally.total([f.reasoning for f in files])
-        notes += [note] if (note := thinking.note()) else []
-        if thinking.samples:
-            metrics["reasoning"] = thinking.metrics()
-        parts.append(format_table(bench.name, metrics, columns, len(bench.seeds), notes))
+    samples: dict[str, tuple[list[str], list[list]]] = {}
+    for s in summaries:
+        parts.append(s.table())
         if log_samples:
-            labels = (["greedy"] if bench.greedy else []) + [f"rs{seed}" for seed, _ in bench.seeds]
-            samples[bench.name] = sample_table(list(zip(labels, files, strict=True)), log_samples)
+            labels = (["greedy"] if s.bench.greedy else []) + [f"rs{seed}" for seed, _ in s.bench.seeds]
+            samples[s.name] = sample_table(list(zip(labels, s.files, strict=True)), log_samples)
         if audit:
-            parts.append(format_audit(bench.name, files))
-    rounded = _rounded(all_metrics)
+            parts.append(format_audit(s.name, s.files))
+    rounded = rounded_metrics(summaries)
     write_atomic(target, json.dumps(rounded, indent=2) + "\n")
     if plot_path is not None:
-        plot(plot_path, all_metrics, ns)
+        plot(plot_path, {s.name: s.metrics for s in summaries}, {s.name: s.n for s in summaries})
     return Summary("\n\n".join(parts), target, rounded, samples)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # install_deps.sh - apt-get install the Debian packages the test services need (Slurm, munge, mariadb,
-# slurmdbd, sshd, rsync, docker, debootstrap, ...), installing only what is missing. Needs root.
+# slurmdbd, sshd, rsync, docker, debootstrap, chromium, ...), installing only what is missing. Needs root.
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=_lib.sh
@@ -30,6 +30,7 @@ want iproute2 ss
 want iproute2 ip
 want procps pgrep
 want procps ps
+want chromium chromium   # the browser that tests/test_report.py opens kit report's pages in
 [ ${#missing[@]} -eq 0 ] && exit 0
 
 need_root
@@ -56,6 +57,6 @@ rm -f "$LOG"
 # re-check: every wanted command must now exist
 for pkg_cmd in slurmctld:slurmctld slurmd:slurmd slurm-client:sbatch munge:munged bc:bc slurmdbd:slurmdbd \
   mariadb-server:mariadbd openssh-server:sshd rsync:rsync docker.io:dockerd debootstrap:debootstrap git:git \
-  iproute2:ss procps:pgrep; do
+  iproute2:ss procps:pgrep chromium:chromium; do
   have "${pkg_cmd#*:}" || die "package ${pkg_cmd%%:*} installed but '${pkg_cmd#*:}' is still missing"
 done
