@@ -20,6 +20,7 @@ from pathlib import Path
 
 from pipeline_kit.atomic import default_mode, write_atomic
 from pipeline_kit.errors import UserError
+from pipeline_kit.evaluation.judge import judge_notes, judge_tally
 from pipeline_kit.evaluation.metrics import greedy_metrics, sampled_metrics
 from pipeline_kit.evaluation.output_files import (
     AUDIT_CLASSES,
@@ -321,6 +322,10 @@ def summarize(
         data_note, metrics["data"] = data_of(bench.name, files, pins(bench.name) if pins else None)
         notes.append(data_note)
         notes += [f"seeds matched by: {matched_by}"] if matched_by else []
+        tally = judge_tally(files)
+        if tally is not None:
+            metrics["judge"] = tally
+        notes += judge_notes(tally)
         notes += [] if audit else audit_notes(files)
         thinking = ReasoningTally.total([f.reasoning for f in files])
         notes += [note] if (note := thinking.note()) else []
