@@ -32,7 +32,7 @@ from pipeline_kit.evaluation.output_files import (
     read_all,
 )
 from pipeline_kit.evaluation.reasoning_stats import ReasoningTally
-from pipeline_kit.evaluation.selection_modes import genselect_metrics, selection_metrics
+from pipeline_kit.evaluation.selection_modes import decided_by_note, genselect_metrics, selection_metrics
 
 METRICS_FILE = "metrics.json"
 REGRADED_METRICS_FILE = "metrics-regraded.json"  # --regrade's, beside the labels' metrics.json, never over it
@@ -325,7 +325,7 @@ def summarize(
         tally = judge_tally(files)
         if tally is not None:
             metrics["judge"] = tally
-        notes += judge_notes(tally)
+        notes += judge_notes(tally) + decided_by_note(metrics)
         notes += [] if audit else audit_notes(files)
         thinking = ReasoningTally.total([f.reasoning for f in files])
         notes += [note] if (note := thinking.note()) else []
