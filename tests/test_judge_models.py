@@ -13,7 +13,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import SERVICES, VLLM_ARGS, cluster_yaml, need, rows
+from conftest import SERVICES, need, rows, vllm_in_foreground
 
 from pipeline_kit.evaluation.judge import parse_verdict
 from pipeline_kit.selection.genselect import parse_judgment
@@ -33,17 +33,9 @@ def said(pattern: re.Pattern, text: str) -> str | None:
 @pytest.fixture(scope="module")
 def judge_server(tmp_path_factory):
     """(cluster flags of executor none, the running ForegroundServer) of tiny-judge."""
-    from foreground_server import ForegroundServer
-
     need("KIT_TEST_VLLM_PYTHON", "the vLLM venv (tests/services/models_up.sh)")
     need("KIT_TEST_TINY_JUDGE", "the tiny judge model (tests/services/models_up.sh)")
-    root = tmp_path_factory.mktemp("judge-vllm")
-    (root / "configs").mkdir()
-    yaml = cluster_yaml("none", SERVICES["KIT_TEST_VLLM_PYTHON"]).replace("JOB_DIR", str(root / "jobs"))
-    (root / "configs" / "local.yaml").write_text(yaml)
-    cluster = ["--cluster=local", f"--config_dir={root / 'configs'}"]
-    model = ["--server_type=vllm", f"--model={SERVICES['KIT_TEST_TINY_JUDGE']}"]
-    server = ForegroundServer(root, *cluster, *model, VLLM_ARGS, timeout=480)
+    cluster, _, server = vllm_in_foreground(tmp_path_factory.mktemp("judge-vllm"), "TINY_JUDGE")
     yield cluster, server
     assert server.interrupt() == 130
 

@@ -63,31 +63,26 @@ vllm_venv() {
   echo "venv-vllm: installed in $(elapsed "$t")s ($(du -sh "$DIR/venv-vllm" | cut -f1))"
 }
 
-# the reward model from the trained one (~5 s), for the reward-scoring tests
-tiny_rm() {
-  local t tmp py=$DIR/venv-model/bin/python log=$DIR/logs/tiny-rm.log
+# from_tiny PIECE STAMP SCRIPT WHAT: DIR/PIECE made from the trained tiny model by tests/models/SCRIPT (which imports
+# tiny_common.py, beside the quickstart's maker) as `SCRIPT DIR/tiny-model OUT`; WHAT says what was done; the
+# lines of its log with ' format ' (a trainer's closing check) are shown
+from_tiny() {
+  local piece=$1 stamp=$2 script=$3 what=$4 t tmp log=$DIR/logs/$1.log
   t=$(now)
-  if fresh tiny-rm "$RM_STAMP"; then echo "tiny-rm: cached"; return 0; fi
+  if fresh "$piece" "$stamp"; then echo "$piece: cached"; return 0; fi
   tmp=$(mktemp -d "$DIR/tiny-model.tmp.XXXXXX")
-  # make_tiny_rm.py imports tiny_common.py, which lives with the quickstart's maker
-  PYTHONPATH=$QUICKSTART_DIR "$py" "$MODELS_SRC/make_tiny_rm.py" "$DIR/tiny-model" "$tmp/rm" >"$log" 2>&1 ||
-    { rm -rf "$tmp"; fail tiny-rm "build failed"; return 1; }
-  publish "$tmp/rm" tiny-rm "$RM_STAMP" && rm -rf "$tmp"
-  echo "tiny-rm: built in $(elapsed "$t")s"
+  PYTHONPATH=$QUICKSTART_DIR "$DIR/venv-model/bin/python" "$MODELS_SRC/$script" "$DIR/tiny-model" "$tmp/out" >"$log" 2>&1 ||
+    { rm -rf "$tmp"; fail "$piece" "$script failed"; return 1; }
+  publish "$tmp/out" "$piece" "$stamp" && rm -rf "$tmp"
+  echo "$piece: $what in $(elapsed "$t")s"
+  grep -E ' format ' "$log" | sed 's/^/  /' || true
 }
 
-# the judge (~5 min of CPU, longer on a busy box): tiny-model fine-tuned on synthetic judge and GenSelect prompts
-tiny_judge() {
-  local t tmp py=$DIR/venv-model/bin/python log=$DIR/logs/tiny-judge.log
-  t=$(now)
-  if fresh tiny-judge "$JUDGE_STAMP"; then echo "tiny-judge: cached"; return 0; fi
-  tmp=$(mktemp -d "$DIR/tiny-model.tmp.XXXXXX")
-  PYTHONPATH=$QUICKSTART_DIR "$py" "$MODELS_SRC/train_tiny_judge.py" "$DIR/tiny-model" "$tmp/judge" >"$log" 2>&1 ||
-    { rm -rf "$tmp"; fail tiny-judge "training failed"; return 1; }
-  publish "$tmp/judge" tiny-judge "$JUDGE_STAMP" && rm -rf "$tmp"
-  echo "tiny-judge: trained in $(elapsed "$t")s"
-  grep -E ' format ' "$log" | sed 's/^/  /'
-}
+# the reward model from the trained one (~5 s), for the reward-scoring tests
+tiny_rm() { from_tiny tiny-rm "$RM_STAMP" make_tiny_rm.py built; }
+
+# the judge (~5 min of CPU, 8 on a busy box): tiny-model fine-tuned on synthetic judge and GenSelect prompts
+tiny_judge() { from_tiny tiny-judge "$JUDGE_STAMP" train_tiny_judge.py trained; }
 
 # vllm in the background (mostly download); meanwhile venv-model, then the tiny model, in the foreground
 if [ "$WITH_VLLM" = 1 ]; then vllm_venv & vpid=$!; fi
