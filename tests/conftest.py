@@ -453,19 +453,24 @@ _SHARED_VLLM: dict = {}  # "server": the running ForegroundServer; "last": the n
 @pytest.fixture(scope="session")
 def shared_vllm(tmp_path_factory):
     """(cluster flags of executor none, server flags, the running ForegroundServer) of the session's vLLM server."""
+    need("KIT_TEST_VLLM_PYTHON", "the vLLM venv and tiny model (tests/services/models_up.sh)")
+    cluster, model, _SHARED_VLLM["server"] = vllm_in_foreground(tmp_path_factory.mktemp("shared-vllm"), "TINY_MODEL")
+    yield cluster, model, _SHARED_VLLM["server"]
+    stop_shared_vllm()
+
+
+def vllm_in_foreground(root: Path, model_var: str):
+    """(cluster flags of executor none, server flags, the ForegroundServer) of `kit start_server` serving the model
+    that services.env's KIT_TEST_<model_var> names with CPU vLLM, its configs and jobs under `root`."""
     from foreground_server import ForegroundServer  # imports this module: only once it is loaded
 
-    need("KIT_TEST_VLLM_PYTHON", "the vLLM venv and tiny model (tests/services/models_up.sh)")
-    root = tmp_path_factory.mktemp("shared-vllm")
     (root / "configs").mkdir()
     yaml = cluster_yaml("none", SERVICES["KIT_TEST_VLLM_PYTHON"]).replace("JOB_DIR", str(root / "jobs"))
     (root / "configs" / "local.yaml").write_text(yaml)
     cluster = ["--cluster=local", f"--config_dir={root / 'configs'}"]
-    model = ["--server_type=vllm", f"--model={SERVICES['KIT_TEST_TINY_MODEL']}"]
-    # several tests depend on this one start-up: allow it twice the usual time (it took 187-214 s at load 18)
-    _SHARED_VLLM["server"] = ForegroundServer(root, *cluster, *model, VLLM_ARGS, timeout=480)
-    yield cluster, model, _SHARED_VLLM["server"]
-    stop_shared_vllm()
+    model = ["--server_type=vllm", f"--model={SERVICES[f'KIT_TEST_{model_var}']}"]
+    # several tests depend on one start-up: allow it twice the usual time (it took 187-214 s at load 18)
+    return cluster, model, ForegroundServer(root, *cluster, *model, VLLM_ARGS, timeout=480)
 
 
 def stop_shared_vllm() -> None:

@@ -231,12 +231,14 @@ def test_eval_genselect_needs_samples_of_every_benchmark(kit, configs, tmp_path)
 
 
 def test_judge_verdict_is_its_last_judgement_line():
-    from pipeline_kit.evaluation.judge import verdict
+    from pipeline_kit.evaluation.judge import parse_verdict, verdict
 
     assert verdict("It matches.\nJudgement: Yes") is True
     assert verdict("Judgement: Yes\nOn second thought...\n**Judgement**: no") is False
     assert verdict("judgment: YES") is True
     assert verdict("no verdict here") is False and verdict(None) is False
+    # no verdict is its own state: None, not a "no" (summarize counts it apart)
+    assert parse_verdict("no verdict here") is None and parse_verdict("Judgement: No") is False
 
 
 def test_a_prepared_file_whose_rows_changed_is_refused_before_anything_is_queued(kit, configs, tmp_path):

@@ -177,6 +177,7 @@ def test_online_genselect_after_the_seeds_in_one_run(kit, none_cluster, stub, tm
     # kit select reads those picks: each is the graded record of seed 2's run (n + 2: never right; seed 0 was)
     sel = kit("select", f"--input_dir={out}", "--method=genselect", f"--output_file={tmp_path / 'sel.jsonl'}")
     assert sel.returncode == 0 and "genselect over 3 runs: 4 problems, 0.00% correct" in sel.stdout, sel.stderr
+    assert "(picks: 4 by judgment, 0 by majority fallback)" in sel.stdout  # the stub's judgments all parse
     chosen = rows(tmp_path / "sel.jsonl")
     assert [r["generation"] for r in chosen] == [f"\\boxed{{{i + 2}}}" for i in range(4)]
     assert all(r["symbolic_correct"] is False and r["selection"]["method"] == "genselect" for r in chosen)

@@ -163,7 +163,7 @@ def test_kit_select_sc_tir_drops_failed_traces_then_votes(kit, tmp_path):
     )
 
 
-def test_summarize_reports_each_selection_method_as_a_mode(tmp_path):
+def test_summarize_reports_each_selection_method_as_a_mode(tmp_path, capsys):
     from pipeline_kit.cli.main import main
 
     bench = write_scored(tmp_path / "toy")
@@ -172,8 +172,9 @@ def test_summarize_reports_each_selection_method_as_a_mode(tmp_path):
     picks = bench / "genselect"
     picks.mkdir()
     for name, runs in (("output-rs0.jsonl", (0, 0, 1)), ("output-rs1.jsonl", (0, 1, 1))):
-        records = [{"id": pid, "genselect": {"chosen_run": f"output-rs{run}.jsonl"}}
-                   for pid, run in zip(EXPECTED, runs, strict=True)]  # fmt: skip
+        how = ("judgment", "fallback" if name == "output-rs0.jsonl" else "judgment", "unanimous")
+        records = [{"id": pid, "genselect": {"chosen_run": f"output-rs{run}.jsonl", "decided_by": by}}
+                   for pid, run, by in zip(EXPECTED, runs, how, strict=True)]  # fmt: skip
         (picks / name).write_text("".join(json.dumps(r) + "\n" for r in records))
         (picks / f"{name}.done").write_text("")
     assert main(["summarize", str(bench)]) == 0
@@ -182,6 +183,9 @@ def test_summarize_reports_each_selection_method_as_a_mode(tmp_path):
     assert got == {"majority@3": 0.0, "pass@3": 100.0, "majority[equivalent]@3": 33.33,
                    "weighted[reward_model_score]@3": 66.67, "weighted[mean_logprob]@3": 33.33,
                    "sc-tir@3": 100.0, "genselect@3": 83.33}  # fmt: skip
+    # how the picks were made, over both GenSelect outputs: the majority fallbacks counted apart
+    assert metrics["genselect@3"]["decided_by"] == {"judgment": 3, "fallback": 1, "unanimous": 2}
+    assert "genselect@3 picks: 3 by judgment, 1 by majority fallback, 2 unanimous" in capsys.readouterr().out
 
 
 def test_weighted_and_sc_tir_modes_need_their_fields_in_every_sample(tmp_path):

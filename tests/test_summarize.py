@@ -181,7 +181,13 @@ def test_golden_summarize(tmp_path: Path):
         *(f"pass@{k}" for k in ks3),
         "majority[equivalent]@3",  # letters: the same as majority@3
         "data",
+        "judge",
     }
+    # disagreements: rs1 g2 (judge yes), g3 (judge no), rs2 g2 (judge yes); every judge text held a verdict
+    want = {"samples": 18, "disagree": 3, "judge_yes_grader_no": 2, "judge_no_grader_yes": 1, "unparsed": 0}
+    assert metrics["geometry"]["judge"] == want
+    assert "judge and grader disagree on 3 of 18 samples (judge yes/grader no: 2, judge no/grader yes: 1)" in out.stdout
+    assert "judge wrote no verdict" not in out.stdout and "judge and grader" not in out.stdout.split("- geometry -")[0]
     # the rows each benchmark ran on (those of its data file); a user's benchmark, so no pin to compare with
     algebra_data = Fingerprint.of_file(results / "eval-results" / "algebra" / "output.jsonl")
     assert metrics["algebra"]["data"] == {"rows": 5, "fingerprint": algebra_data.digest, "pinned": None}
@@ -229,7 +235,8 @@ def test_no_answer_never_exceeds_100(tmp_path: Path):
     golden = copy_results(tmp_path)
     assert main(["summarize", str(golden)]) == 0
     for bench_metrics in json.loads((golden / "metrics.json").read_text()).values():
-        assert all(0 <= values["no_answer"] <= 100 for key, values in bench_metrics.items() if key != "data")
+        modes = {key: values for key, values in bench_metrics.items() if key not in ("data", "judge")}  # not modes
+        assert all(0 <= values["no_answer"] <= 100 for values in modes.values())
 
 
 @pytest.mark.parametrize("layout", ["eval-results", "benchmark folders", "one benchmark"])
@@ -571,3 +578,30 @@ def test_the_data_under_each_table_and_files_that_ran_on_other_rows(tmp_path: Pa
         "output-rs0.jsonl",
         "output-rs1.jsonl",
     ]
+
+
+def test_a_judge_output_without_a_verdict_is_counted_apart_not_as_a_no(tmp_path: Path, capsys):
+    """The judge stage's outputs beside a results file: a generation with no "Judgement:" line is unparsed, which
+    judge_correct counts as not correct, but summarize counts apart (never a disagreement, never a "no")."""
+    bench = tmp_path / "arith"
+    (bench / "judge-rs0").mkdir(parents=True)
+    # (grader's verdict, judge's text): q0 agree yes, q1 judge yes/grader no, q2 judge no/grader yes, q3 unparsed
+    cases = [(True, "Judgement: Yes"), (False, "Judgement: Yes"), (True, "Judgement: No"), (True, "7 is 7.")]
+    rows = [{"id": f"q{i}", "expected_answer": "7", "predicted_answer": "7", "symbolic_correct": ok}
+            for i, (ok, _) in enumerate(cases)]  # fmt: skip
+    (bench / "output-rs0.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    judged = [{"id": f"q{i}", "generation": text} for i, (_, text) in enumerate(cases)]
+    (bench / "judge-rs0" / "output.jsonl").write_text("".join(json.dumps(r) + "\n" for r in judged))
+    (bench / "judge-rs0" / "output.jsonl.done").write_text("{}\n")
+    assert main(["summarize", str(bench)]) == 0
+    out = capsys.readouterr().out
+    metrics = json.loads((bench / "metrics.json").read_text())["arith"]
+    assert metrics["pass@1"]["judge_correct"] == 50.0  # q0, q1: the unparsed q3 is not correct
+    assert metrics["judge"] == {"samples": 4, "disagree": 2, "judge_yes_grader_no": 1, "judge_no_grader_yes": 1,
+                                "unparsed": 1}  # fmt: skip
+    assert "judge and grader disagree on 2 of 4 samples (judge yes/grader no: 1, judge no/grader yes: 1)" in out
+    assert "judge wrote no verdict for 1 sample (unparsed: counted as not correct in judge_correct" in out
+    assert main(["summarize", str(bench), "--audit"]) == 0
+    out = capsys.readouterr().out
+    assert "judge wrote no verdict (counted as not correct): 1 sample, e.g. q3 (output-rs0.jsonl)" in out
+    assert "grader and judge disagree: 2 samples, e.g. q1 (output-rs0.jsonl), q2 (output-rs0.jsonl)" in out

@@ -50,7 +50,11 @@ def register(app: typer.Typer) -> None:
             ),
         ] = None,
         audit: Annotated[
-            bool, Opt("--audit", help="List failed extractions, grading timeouts and grader/judge disagreements.")
+            bool,
+            Opt(
+                "--audit",
+                help="List failed extractions, grading timeouts, grader/judge disagreements and unparsed judge verdicts.",
+            ),
         ] = False,
         plot: Annotated[
             Path | None, Opt("--plot", help="Draw pass@k and majority@k against k into this image (PATH.png).")

@@ -8,7 +8,8 @@ What a record gives (nothing else is required):
   `expected_answer`. With regrade, every record that kit's grader did not grade is graded by it in memory, and the
   files are left as they are (another tool's labels are not overwritten).
 - A judge's verdict, optional: `judge_correct`, else the verdicts of kit eval's judge stage beside the file (matched
-  by `id`), else the judge's text in `judgement` (NeMo-Skills' field; "Judgement: Yes" or "... No").
+  by `id`), else the judge's text in `judgement` (NeMo-Skills' field; "Judgement: Yes" or "... No"). A judge's
+  text with no verdict is unparsed: not correct in judge_correct, counted apart (judge_unparsed), never a "no".
 - Statistics, optional: `num_generated_tokens` and `generation_time`; a file without them shows `-`.
 - What matches a problem across the sampled files of a benchmark: `id` when every record of every file has one,
   else the `problem` text when every record has one and none repeats within a file, else the line order (the files
@@ -24,8 +25,7 @@ from pathlib import Path
 
 from pipeline_kit.data_fingerprint import Fingerprint, row_digest
 from pipeline_kit.errors import UserError
-from pipeline_kit.evaluation.judge import verdict as judge_verdict
-from pipeline_kit.evaluation.judge import verdicts_for
+from pipeline_kit.evaluation.judge import parse_verdict, verdicts_for
 from pipeline_kit.evaluation.metrics import Run
 from pipeline_kit.evaluation.reasoning_stats import ReasoningTally
 from pipeline_kit.evaluation.selection_modes import EXTRA_FIELDS
@@ -52,6 +52,7 @@ AUDIT_CLASSES = {
     "extraction_failed": "extraction failed (no predicted_answer)",
     "grading_timed_out": "grading timed out",
     "judge_disagrees": "grader and judge disagree",
+    "judge_unparsed": "judge wrote no verdict (counted as not correct)",
     "max_tokens_clamped": "max_tokens clamped to the context window (clamped_max_tokens)",
 }
 GRADE, REGRADE = "grade in place", "regrade in memory"  # what _read returns for a file that needs kit's grader
@@ -73,6 +74,7 @@ class ReadFile:
     missing: dict[str, list] = field(default_factory=dict)  # needed field -> [records without it, first line]
     extract_modes: dict[str, int] = field(default_factory=dict)  # answer extraction of kit's verdicts -> records
     reasoning: ReasoningTally = field(default_factory=ReasoningTally)  # split samples' thinking and answer tokens
+    judge_only: list = field(default_factory=list)  # of the judge_disagrees samples, those the judge said yes to
 
 
 def _kit_graded(rec: dict) -> bool:
@@ -91,6 +93,7 @@ def _read(path: Path, regrade: bool = False, regraded: dict | None = None, extra
     answers: list = []
     symbolic: list[bool] = []
     judge: list[bool] = []
+    judge_only: list = []
     tokens: float | None = 0.0
     seconds: float | None = 0.0
     has_judge: bool | None = None
@@ -163,6 +166,7 @@ def _read(path: Path, regrade: bool = False, regraded: dict | None = None, extra
                 )
             if isinstance(answer, (dict, list)):
                 answer = json.dumps(answer, sort_keys=True)
+            unparsed = False  # the judge's text holds no verdict
             if "judge_correct" not in rec:
                 if verdicts is not None:
                     if pid is None:
@@ -174,13 +178,16 @@ def _read(path: Path, regrade: bool = False, regraded: dict | None = None, extra
                         raise UserError(
                             f"{path}:{lineno}: the judge's output has no verdict for id {pid!r}; rerun the judge stage."
                         )
-                    rec["judge_correct"] = verdicts[str(pid)]
+                    parsed = verdicts[str(pid)]
                 elif "judgement" in rec:  # another tool's judge output, e.g. NeMo-Skills'
                     if not isinstance(rec["judgement"], str):
                         raise UserError(
                             f"{path}:{lineno}: judgement must be the judge's text, got {rec['judgement']!r}."
                         )
-                    rec["judge_correct"] = judge_verdict(rec["judgement"])
+                    parsed = parse_verdict(rec["judgement"])
+                if verdicts is not None or "judgement" in rec:
+                    unparsed = parsed is None
+                    rec["judge_correct"] = parsed is True  # unparsed: not correct, and counted apart below
             judged = "judge_correct" in rec
             if has_judge is None:
                 has_judge = judged
@@ -211,8 +218,12 @@ def _read(path: Path, regrade: bool = False, regraded: dict | None = None, extra
                 if type(verdict) is not bool:
                     raise UserError(f"{path}:{lineno}: judge_correct must be true or false, got {verdict!r}.")
                 judge.append(verdict)
-                if verdict != correct:
+                if unparsed:  # neither a yes nor a no: not a disagreement either
+                    audit["judge_unparsed"].append(name)
+                elif verdict != correct:
                     audit["judge_disagrees"].append(name)
+                    if verdict:
+                        judge_only.append(name)
     if not ids:
         raise UserError(f"{path} holds no records; regenerate it or move it out of the results folder.")
     columns = {"symbolic_correct": symbolic}
@@ -223,7 +234,9 @@ def _read(path: Path, regrade: bool = False, regraded: dict | None = None, extra
     run = Run(name=path.name, correct=columns, answers=answers, tokens=tokens, seconds=seconds, extras=extras)
     sources = {source: count for source, count in counts.items() if count}
     data = Fingerprint.of_digests(rows)
-    return ReadFile(path, ids, problems, run, bool(has_judge), sources, data, audit, missing, modes, thinking)
+    read = ReadFile(path, ids, problems, run, bool(has_judge), sources, data, audit, missing, modes, thinking)
+    read.judge_only = judge_only
+    return read
 
 
 def _note(missing: dict[str, list], name: str, lineno: int) -> None:

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from pipeline_kit.errors import UserError
 from pipeline_kit.evaluation.metrics import Run
+from pipeline_kit.selection.genselect import decided_text
 from pipeline_kit.selection.genselect_runs import read_picks
 from pipeline_kit.selection.voting import (
     MEAN_LOGPROB,
@@ -97,9 +98,12 @@ def genselect_metrics(folder, files: dict[str, tuple[list, Run]], columns: list[
     position = {name: {str(pid): i for i, pid in enumerate(ids)} for name, (ids, _) in files.items()}
     totals = {col: 0.0 for col in columns}
     unanswered = 0.0
+    decided: dict[str, int] = {}  # how the picks were made (genselect.decided_by): judgment, fallback, ...
     for out_name, chosen in picks.items():
         for pid, record in chosen.items():
             run_name = record["genselect"]["chosen_run"]
+            how = record["genselect"].get("decided_by", "not recorded")
+            decided[how] = decided.get(how, 0) + 1
             if run_name not in files or pid not in position[run_name]:
                 raise UserError(
                     f"{folder}/{out_name}: the pick for id {pid!r} is from {run_name}, which the benchmark's runs do "
@@ -111,7 +115,17 @@ def genselect_metrics(folder, files: dict[str, tuple[list, Run]], columns: list[
             unanswered += (run.answers[i] is None) / len(chosen)
     n = len(files)
     scale = 100.0 / len(picks)
-    return {f"genselect@{n}": {**common, **{c: totals[c] * scale for c in columns}, "no_answer": unanswered * scale}}
+    entry = {**common, **{c: totals[c] * scale for c in columns}, "no_answer": unanswered * scale}
+    return {f"genselect@{n}": {**entry, "decided_by": decided}}
+
+
+def decided_by_note(metrics: dict) -> list[str]:
+    """The line under a table with a genselect@n row: how its picks were made, the fallbacks to a majority vote
+    (a judgment that could not be read) counted apart from the model's own judgments."""
+    key = next((k for k in metrics if k.startswith("genselect@")), None)
+    if key is None:
+        return []
+    return [f"{key} picks: {decided_text(metrics[key]['decided_by'])} (fallback: a judgment that could not be read)"]
 
 
 def _text(answer) -> str | None:

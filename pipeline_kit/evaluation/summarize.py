@@ -21,6 +21,7 @@ from typing import NamedTuple
 
 from pipeline_kit.atomic import default_mode, write_atomic
 from pipeline_kit.errors import UserError
+from pipeline_kit.evaluation.judge import judge_notes, judge_tally
 from pipeline_kit.evaluation.metrics import greedy_metrics, sampled_metrics
 from pipeline_kit.evaluation.output_files import (
     AUDIT_CLASSES,
@@ -32,7 +33,7 @@ from pipeline_kit.evaluation.output_files import (
     read_all,
 )
 from pipeline_kit.evaluation.reasoning_stats import ReasoningTally
-from pipeline_kit.evaluation.selection_modes import genselect_metrics, selection_metrics
+from pipeline_kit.evaluation.selection_modes import decided_by_note, genselect_metrics, selection_metrics
 from pipeline_kit.evaluation.trackers import sample_table
 
 METRICS_FILE = "metrics.json"
@@ -345,6 +346,10 @@ def summarize_benchmarks(
         data_note, metrics["data"] = data_of(bench.name, files, pins(bench.name) if pins else None)
         notes.append(data_note)
         notes += [f"seeds matched by: {matched_by}"] if matched_by else []
+        tally = judge_tally(files)
+        if tally is not None:
+            metrics["judge"] = tally
+        notes += judge_notes(tally) + decided_by_note(metrics)
         notes += [] if audit else audit_notes(files)
         thinking = ReasoningTally.total([f.reasoning for f in files])
         notes += [note] if (note := thinking.note()) else []

@@ -3,7 +3,7 @@ sent to Weights & Biases or MLflow. Both are optional extras, imported only when
 before any work is done, so a missing one is a one-line error, not a traceback after the tables).
 
 Scalars are named <benchmark>/<mode>/<column> (for MLflow, whose names allow no '@' or '[', with the mode spelled
-mlflow_name's way); a benchmark's non-mode entries of metrics.json ("data", "reasoning") are not sent. The samples
+mlflow_name's way); a benchmark's non-mode entries of metrics.json (metrics.NON_MODE_KEYS) are not sent. The samples
 table of a benchmark holds its first N problems (of its first output file): the id, the expected answer, each
 output's predicted answer and verdict, and the first output's generation, cut in the middle when long."""
 
@@ -17,9 +17,9 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from pipeline_kit.errors import UserError
+from pipeline_kit.evaluation.metrics import NON_MODE_KEYS
 from pipeline_kit.evaluation.output_files import ReadFile
 
-NON_MODE_KEYS = ("data", "reasoning")  # a benchmark's metrics.json entries that are not evaluation modes
 GENERATION_CHARS = 2000  # a sample's generation longer than this keeps its head and tail (the answer is at the end)
 DEFAULT_SAMPLES = 20
 DEFAULT_MLFLOW_EXPERIMENT = "pipeline-kit"

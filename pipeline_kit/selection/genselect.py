@@ -119,3 +119,11 @@ def _chosen(solution: Solution, summary: dict) -> dict:
         "predicted_answer": solution.answer,
         "genselect": {"chosen_run": solution.run, **summary},
     }
+
+
+def decided_text(decided: dict[str, int]) -> str:
+    """Picks counted by how they were made (`decided_by`): the model's judgment, the majority fallbacks (a judgment
+    that could not be read), then any other way (unanimous, no answer)."""
+    parts = [f"{decided.get('judgment', 0)} by judgment", f"{decided.get('fallback', 0)} by majority fallback"]
+    others = [(how, n) for how, n in decided.items() if how not in ("judgment", "fallback")]
+    return ", ".join(parts + [f"{n} {how.replace('_', ' ')}" for how, n in others])

@@ -12,6 +12,7 @@ from pipeline_kit.atomic import write_atomic
 from pipeline_kit.errors import UserError
 from pipeline_kit.grading.grade import find_files, grade_files
 from pipeline_kit.jsonl import numbered_records
+from pipeline_kit.selection.genselect import decided_text
 from pipeline_kit.selection.genselect_runs import read_picks
 from pipeline_kit.selection.voting import Candidate, majority, sc_tir_keeps, vote_weight, weighted
 
@@ -98,6 +99,7 @@ def select(input_dir: str, method: str, output_file: str, weight_field: str | No
     grade_files(files)
     problems = read_runs(files, weight_field if method == "weighted" else None, sc_tir=method == "sc-tir")
     chosen, correct, unanswered = [], 0, 0
+    decided: dict[str, int] = {}  # GenSelect's picks by how they were made (judgment, fallback, unanimous, ...)
     for pid, pairs in problems.items():
         if picks is None:
             choice = METHODS[method]([c for c, _ in pairs])
@@ -107,6 +109,8 @@ def select(input_dir: str, method: str, output_file: str, weight_field: str | No
             record = _picked(pid, pairs, picks, [f.name for f in files], input_dir)
             choice = record if record.get("predicted_answer") is not None else None
             votes = sum(c.answer is not None and c.answer == record.get("predicted_answer") for c, _ in pairs)
+            how = record["genselect"].get("decided_by", "not recorded")
+            decided[how] = decided.get(how, 0) + 1
         record["selection"] = {"method": method, "votes": votes, "candidates": len(pairs)}
         chosen.append(record)
         correct += bool(record.get("symbolic_correct")) and choice is not None
@@ -115,5 +119,5 @@ def select(input_dir: str, method: str, output_file: str, weight_field: str | No
     total = len(chosen)
     return (
         f"{method} over {len(files)} runs: {total} problems, {100.0 * correct / max(total, 1):.2f}% correct, "
-        f"{unanswered} without an answer -> {output_file}"
+        f"{unanswered} without an answer{f' (picks: {decided_text(decided)})' if picks is not None else ''} -> {output_file}"
     )

@@ -10,6 +10,9 @@
 #   DIR/tiny-rm     a reward model: tiny-model's body under a seeded random scalar head (tests/models/make_tiny_rm.py)
 #   DIR/tiny-think  tiny-model taught to think first: "<think>Add 3 and 4.</think>" then \boxed{7} (its
 #                   tokenizer has the two tags; train_tiny.py --think), for the reasoning-parser tests
+#   DIR/tiny-judge  tiny-model taught the LLM judge's and GenSelect's answer formats ("Judgement: Yes|No",
+#                   "Judgment: <index>"), still answering \boxed{a+b} (tests/models/train_tiny_judge.py), for the
+#                   judge and GenSelect end-to-end tests
 # Idempotent: a piece is rebuilt only when its .kit-ok stamp (pins, python version, script hashes) is missing or
 # differs, so a warm run takes well under a second. The two venvs install in parallel. Logs: DIR/logs/.
 # Env knobs [default]: PYTHON [python3] the base interpreter for both venvs; WITH_VLLM [1] (0: no venv-vllm).
@@ -41,6 +44,11 @@ model_stamps  # MODEL_STAMP, TINY_STAMP (tiny_model.sh)
 PYVER=$("$PYTHON" -c 'import sys; print(sys.version.split()[0])')
 VLLM_STAMP="python $PYVER; ${VLLM_PKGS[*]}; without ${VLLM_DROP[*]}"
 RM_STAMP="$TINY_STAMP; $(sha256sum <"$MODELS_SRC/make_tiny_rm.py" | cut -c1-16)"
+# the judge's trainer renders its prompts with kit's own code: the prompts and GenSelect's window text are its inputs
+REPO_DIR=$(cd "$HERE/../.." && pwd)
+JUDGE_SRC=("$MODELS_SRC/train_tiny_judge.py" "$REPO_DIR"/prompts/{judge/math,generic/genselect}.yaml
+  "$REPO_DIR/pipeline_kit/inference/genselect.py")
+JUDGE_STAMP="$TINY_STAMP; $(cat "${JUDGE_SRC[@]}" | sha256sum | cut -c1-16)"
 
 vllm_venv() {
   local t log=$DIR/logs/venv-vllm.log
@@ -55,22 +63,30 @@ vllm_venv() {
   echo "venv-vllm: installed in $(elapsed "$t")s ($(du -sh "$DIR/venv-vllm" | cut -f1))"
 }
 
-# the reward model from the trained one (~5 s), for the reward-scoring tests
-tiny_rm() {
-  local t tmp py=$DIR/venv-model/bin/python log=$DIR/logs/tiny-rm.log
+# from_tiny PIECE STAMP SCRIPT WHAT: DIR/PIECE made from the trained tiny model by tests/models/SCRIPT (which imports
+# tiny_common.py, beside the quickstart's maker) as `SCRIPT DIR/tiny-model OUT`; WHAT says what was done; the
+# lines of its log with ' format ' (a trainer's closing check) are shown
+from_tiny() {
+  local piece=$1 stamp=$2 script=$3 what=$4 t tmp log=$DIR/logs/$1.log
   t=$(now)
-  if fresh tiny-rm "$RM_STAMP"; then echo "tiny-rm: cached"; return 0; fi
+  if fresh "$piece" "$stamp"; then echo "$piece: cached"; return 0; fi
   tmp=$(mktemp -d "$DIR/tiny-model.tmp.XXXXXX")
-  # make_tiny_rm.py imports tiny_common.py, which lives with the quickstart's maker
-  PYTHONPATH=$QUICKSTART_DIR "$py" "$MODELS_SRC/make_tiny_rm.py" "$DIR/tiny-model" "$tmp/rm" >"$log" 2>&1 ||
-    { rm -rf "$tmp"; fail tiny-rm "build failed"; return 1; }
-  publish "$tmp/rm" tiny-rm "$RM_STAMP" && rm -rf "$tmp"
-  echo "tiny-rm: built in $(elapsed "$t")s"
+  PYTHONPATH=$QUICKSTART_DIR "$DIR/venv-model/bin/python" "$MODELS_SRC/$script" "$DIR/tiny-model" "$tmp/out" >"$log" 2>&1 ||
+    { rm -rf "$tmp"; fail "$piece" "$script failed"; return 1; }
+  publish "$tmp/out" "$piece" "$stamp" && rm -rf "$tmp"
+  echo "$piece: $what in $(elapsed "$t")s"
+  grep -E ' format ' "$log" | sed 's/^/  /' || true
 }
+
+# the reward model from the trained one (~5 s), for the reward-scoring tests
+tiny_rm() { from_tiny tiny-rm "$RM_STAMP" make_tiny_rm.py built; }
+
+# the judge (~5 min of CPU, 8 on a busy box): tiny-model fine-tuned on synthetic judge and GenSelect prompts
+tiny_judge() { from_tiny tiny-judge "$JUDGE_STAMP" train_tiny_judge.py trained; }
 
 # vllm in the background (mostly download); meanwhile venv-model, then the tiny model, in the foreground
 if [ "$WITH_VLLM" = 1 ]; then vllm_venv & vpid=$!; fi
-mrc=0; { model_venv && tiny_model && tiny_init && tiny_rm && tiny_think; } || mrc=$?
+mrc=0; { model_venv && tiny_model && tiny_init && tiny_rm && tiny_think && tiny_judge; } || mrc=$?
 vrc=0; if [ "$WITH_VLLM" = 1 ]; then wait "$vpid" || vrc=$?; fi
 [ "$mrc" = 0 ] && [ "$vrc" = 0 ] || die "models are not ready (see the errors above)"
-echo "kit test models ready in $(elapsed "$T0")s: $DIR/{venv-model,$([ "$WITH_VLLM" = 1 ] && echo venv-vllm,)tiny-model,tiny-model-init,tiny-rm,tiny-think}"
+echo "kit test models ready in $(elapsed "$T0")s: $DIR/{venv-model,$([ "$WITH_VLLM" = 1 ] && echo venv-vllm,)tiny-model,tiny-model-init,tiny-rm,tiny-think,tiny-judge}"

@@ -54,6 +54,7 @@ if [ "$WITH_MODELS" = 1 ]; then wait "$mpid" || mrc=$?; fi
     echo "export KIT_TEST_TINY_INIT=$MODELS/tiny-model-init"
     echo "export KIT_TEST_TINY_THINK=$MODELS/tiny-think"
     echo "export KIT_TEST_TINY_RM=$MODELS/tiny-rm"
+    echo "export KIT_TEST_TINY_JUDGE=$MODELS/tiny-judge"
   fi
 } >"$DIR/services.env.new"
 mv -f "$DIR/services.env.new" "$DIR/services.env"
