@@ -94,3 +94,35 @@ def save_tokenizer(tokenizer, out_dir: str | Path) -> None:
     cfg = json.loads(cfg_file.read_text())
     cfg["chat_template"] = CHAT_TEMPLATE
     cfg_file.write_text(json.dumps(cfg, indent=2, ensure_ascii=False) + "\n")
+
+
+def train(model, tokenizer, example, steps: int, lr: float, batch: int, log_every: int) -> float:
+    """The tiny models' training loop: `steps` AdamW steps (one-cycle learning rate, peak `lr`) on batches of
+    `batch` examples from `example()` ((token ids, labels), labels -100 off the answer); returns its seconds."""
+    import time
+
+    import torch
+
+    def collate(examples: list[tuple[list[int], list[int]]]) -> dict:
+        width = max(len(ids) for ids, _ in examples)
+        ids = torch.full((len(examples), width), tokenizer.pad_token_id)
+        labels = torch.full((len(examples), width), -100)
+        mask = torch.zeros((len(examples), width), dtype=torch.long)
+        for row, (x, y) in enumerate(examples):
+            ids[row, : len(x)], labels[row, : len(y)], mask[row, : len(x)] = torch.tensor(x), torch.tensor(y), 1
+        return {"input_ids": ids, "labels": labels, "attention_mask": mask}
+
+    t0 = time.time()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
+    schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=lr, total_steps=steps, pct_start=0.1)
+    model.train()
+    for step in range(1, steps + 1):
+        loss = model(**collate([example() for _ in range(batch)])).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        schedule.step()
+        optimizer.zero_grad()
+        if step % log_every == 0 or step == steps:
+            print(f"step {step}/{steps}  loss {loss.item():.4f}  {time.time() - t0:.1f}s", flush=True)
+    return time.time() - t0

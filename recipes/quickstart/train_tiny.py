@@ -10,7 +10,6 @@ from __future__ import annotations
 import random
 import re
 import sys
-import time
 
 import torch
 from tiny_common import (
@@ -23,6 +22,7 @@ from tiny_common import (
     prompt_configs,
     random_question,
     save_tokenizer,
+    train,
 )
 from transformers import AutoModelForCausalLM, AutoTokenizer
 from transformers.utils import logging as hf_logging
@@ -67,29 +67,7 @@ def main() -> None:
         answer = tokenizer.encode(answer_text.format(a=a, b=b, c=a + b) + tokenizer.eos_token, add_special_tokens=False)
         return prompt + answer, [-100] * len(prompt) + answer
 
-    def collate(examples: list[tuple[list[int], list[int]]]) -> dict[str, torch.Tensor]:
-        width = max(len(ids) for ids, _ in examples)
-        ids = torch.full((len(examples), width), tokenizer.pad_token_id)
-        labels = torch.full((len(examples), width), -100)
-        mask = torch.zeros((len(examples), width), dtype=torch.long)
-        for row, (x, y) in enumerate(examples):
-            ids[row, : len(x)], labels[row, : len(y)], mask[row, : len(x)] = torch.tensor(x), torch.tensor(y), 1
-        return {"input_ids": ids, "labels": labels, "attention_mask": mask}
-
-    t0 = time.time()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=0.01)
-    schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=LR, total_steps=steps, pct_start=0.1)
-    model.train()
-    for step in range(1, steps + 1):
-        loss = model(**collate([example(*rng.choice(PAIRS)) for _ in range(BATCH)])).loss
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        schedule.step()
-        optimizer.zero_grad()
-        if step % 100 == 0 or step == steps:
-            print(f"step {step}/{steps}  loss {loss.item():.4f}  {time.time() - t0:.1f}s", flush=True)
-    t_train = time.time() - t0
+    t_train = train(model, tokenizer, lambda: example(*rng.choice(PAIRS)), steps, LR, BATCH, log_every=100)
 
     # greedy generation, as a server would answer, once per prompt style over all 100 questions
     model.eval()

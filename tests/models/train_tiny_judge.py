@@ -13,11 +13,10 @@ from __future__ import annotations
 import random
 import re
 import sys
-import time
 from pathlib import Path
 
 import torch
-from tiny_common import ANSWER, PROBLEMS, prompt_configs, random_question, save_tokenizer
+from tiny_common import ANSWER, PROBLEMS, prompt_configs, random_question, save_tokenizer, train
 from transformers import AutoModelForCausalLM, AutoTokenizer
 from transformers.utils import logging as hf_logging
 
@@ -101,29 +100,7 @@ def main() -> None:
         target = tokenizer.encode(answer + tokenizer.eos_token, add_special_tokens=False)
         return prompt + target, [-100] * len(prompt) + target
 
-    def collate(examples: list[tuple[list[int], list[int]]]) -> dict[str, torch.Tensor]:
-        width = max(len(ids) for ids, _ in examples)
-        ids = torch.full((len(examples), width), tokenizer.pad_token_id)
-        labels = torch.full((len(examples), width), -100)
-        mask = torch.zeros((len(examples), width), dtype=torch.long)
-        for row, (x, y) in enumerate(examples):
-            ids[row, : len(x)], labels[row, : len(y)], mask[row, : len(x)] = torch.tensor(x), torch.tensor(y), 1
-        return {"input_ids": ids, "labels": labels, "attention_mask": mask}
-
-    t0 = time.time()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=0.01)
-    schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=LR, total_steps=steps, pct_start=0.1)
-    model.train()
-    for step in range(1, steps + 1):
-        loss = model(**collate([example() for _ in range(BATCH)])).loss
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        schedule.step()
-        optimizer.zero_grad()
-        if step % 50 == 0 or step == steps:
-            print(f"step {step}/{steps}  loss {loss.item():.4f}  {time.time() - t0:.1f}s", flush=True)
-    t_train = time.time() - t0
+    t_train = train(model, tokenizer, example, steps, LR, BATCH, log_every=50)
 
     # greedy generation, as the server answers at temperature 0, on fresh prompts of each kind
     model.eval()
