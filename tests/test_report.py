@@ -240,6 +240,7 @@ def test_the_comparison_lists_exactly_the_planted_flips(tmp_path: Path, browser)
     for bench, side, rows in tables:
         if side == "1":
             check_table(rows, metrics_b[bench])
+    assert page.locator(".data-warning").count() == 0  # the same rows on both sides: nothing to warn of
     # a flip opens its problem in the browser
     page.click('.flips[data-way="broken"] .flip[data-id="p1"] button')
     page.wait_for_selector('.problem[data-id="p1"] details.generation pre')
@@ -325,3 +326,32 @@ def test_two_folders_of_one_benchmark_each_are_compared_whatever_their_names(tmp
     assert meta["pairs"] == {"yesterday": "today"}
     flips = meta["compare"]["yesterday"]
     assert [f["id"] for f in flips["fixed"]] == ["p4"] and [f["id"] for f in flips["broken"]] == ["p1"]
+
+
+def test_two_runs_on_different_rows_are_compared_with_a_warning_naming_both(tmp_path: Path):
+    """Issue 33: results of one benchmark with different fingerprints, compared, get one line naming both (on stderr
+    and in the page's comparison)."""
+    a, b = tmp_path / "yesterday", tmp_path / "today"
+    for name in ("yesterday", "today"):
+        (tmp_path / name).mkdir()
+        for path in (DATA / "eval-results" / "algebra").glob("output-rs*.jsonl"):
+            shutil.copy(path, tmp_path / name / path.name)
+    for path in b.glob("output-rs*.jsonl"):  # today's data has another expected answer for p2
+        records = [json.loads(line) for line in path.read_text().splitlines()]
+        for r in records:
+            if r["id"] == "p2":
+                r["expected_answer"] = "6"
+        path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    out = kit("report", str(a), str(b), cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    from pipeline_kit.data_fingerprint import Fingerprint
+
+    fa, fb = (Fingerprint.of_file(folder / "output-rs0.jsonl") for folder in (a, b))
+    line = (
+        f"kit report: warning: yesterday ran on other rows in A (5 rows, fingerprint {fa.short}) than in B "
+        f"(5 rows, fingerprint {fb.short}): their numbers do not compare"
+    )
+    assert out.stderr.strip().splitlines() == [line]
+    html = Path(out.stdout.strip()).read_text()
+    meta = json.loads(html.split('<script type="application/json" id="kit-meta">', 1)[1].split("</script>", 1)[0])
+    assert meta["compare"]["yesterday"]["data_warning"] == line.removeprefix("kit report: ")

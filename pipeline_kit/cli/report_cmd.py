@@ -4,6 +4,7 @@ the problems whose verdict flipped (pipeline_kit.evaluation.report)."""
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -48,4 +49,8 @@ def register(app: typer.Typer) -> None:
         from pipeline_kit.grading.extraction import check_mode
 
         check_mode(extract)
-        print(build_report(results_dir, other_dir, output, regrade, extract, pins=pinned_data), flush=True)
+        warnings: list[str] = []
+        path = build_report(results_dir, other_dir, output, regrade, extract, pins=pinned_data, warnings=warnings)
+        for line in warnings:
+            print(f"kit report: {line}", file=sys.stderr)
+        print(path, flush=True)

@@ -180,6 +180,17 @@ def flips(a: tuple[BenchmarkSummary, Problems], b: tuple[BenchmarkSummary, Probl
     return out
 
 
+def data_warning(a: BenchmarkSummary, b: BenchmarkSummary) -> str | None:
+    """One line when two results of a benchmark ran on different rows (their fingerprints, summarize.data_of)."""
+    da, db = a.metrics["data"], b.metrics["data"]
+    if not (da["fingerprint"] and db["fingerprint"]) or da["fingerprint"] == db["fingerprint"]:
+        return None
+    return (
+        f"warning: {a.name} ran on other rows in A ({da['rows']} rows, fingerprint {da['fingerprint'][:12]}) than in B "
+        f"({db['rows']} rows, fingerprint {db['fingerprint'][:12]}): their numbers do not compare"
+    )
+
+
 def _block(data) -> str:
     """JSON, gzip-compressed, base64-encoded: what the page's inflate() reads back."""
     raw = json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode()
@@ -208,11 +219,14 @@ def build_report(
     regrade: bool = False,
     extract: str = "boxed",
     pins: Callable[[str], tuple[int | None, str] | None] | None = None,
+    warnings: list[str] | None = None,
 ) -> Path:
     """Write the report of `results_dir` (compared with `other_dir`, if given) to `output` (default: report.html,
     or report-vs-OTHER.html, in RESULTS_DIR), atomically; return its path. The folders are read as `kit summarize`
-    reads them (`regrade`, `extract`, `pins` as there)."""
+    reads them (`regrade`, `extract`, `pins` as there). `warnings` gets a line for each compared benchmark whose two
+    runs ran on different rows (data_warning)."""
     dirs = [results_dir] + ([other_dir] if other_dir is not None else [])
+    warnings = [] if warnings is None else warnings
     for d in dirs:
         find_benchmark_outputs(d)  # a folder without outputs is refused before any is read
     target = output or default_output(results_dir, other_dir)
@@ -260,6 +274,10 @@ def build_report(
         meta["compare"] = {
             s.name: flips((s, p), by_name[s.name]) for s, p in zip(sa, pa, strict=True) if s.name in by_name
         }
+        for s in sa:
+            if s.name in by_name and (warning := data_warning(s, by_name[s.name][0])):
+                meta["compare"][s.name]["data_warning"] = warning
+                warnings.append(warning)
     try:
         with open_atomic(target) as f:
             for part in _html(meta, [problems for _, _, problems in sides]):

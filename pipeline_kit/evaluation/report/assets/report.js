@@ -183,6 +183,7 @@
         "run's where there are no seeds), as majority@k takes it." }));
     for (const [name, c] of Object.entries(meta.compare)) {
       sec.append(el("h3", { text: name }));
+      if (c.data_warning) sec.append(el("p", { class: "data-warning", text: c.data_warning }));
       if (!c.matched_by) {
         sec.append(el("p", { class: "muted", text: "no id or problem text to match the two folders' problems by" }));
         continue;
