@@ -12,6 +12,11 @@ from typing import Any
 # json: one array of objects; csv: a header line, then one row per line; xml: every element named `rows` is a row
 # (its attributes and its child elements' text); parquet needs pyarrow
 FORMATS = ("jsonl", "json", "csv", "xml", "parquet")
+# a GitHub raw file or a Hugging Face dataset file: its repository and the ref (commit, revision, branch) it reads
+_HOSTED = re.compile(
+    r"^https?://(?:raw\.githubusercontent\.com/(?P<github>[^/]+/[^/]+)|huggingface\.co/datasets/(?P<hf>[^/]+/[^/]+)/"
+    r"resolve)/(?:refs/heads/)?(?P<ref>[^/]+)/"
+)
 
 
 @dataclass(frozen=True)
@@ -36,14 +41,18 @@ class Source:
             raise ValueError(f"Source {self.url}: rows= names the row element of an xml file, and only of one")
 
     @property
+    def repository(self) -> tuple[str, str] | None:
+        """(repository, the ref its URL reads) of a GitHub raw file ('owner/repo') or a Hugging Face dataset file
+        ('hf:owner/name'), e.g. ('QwenLM/Qwen2.5-Math', 'a45202bd...') or ('hf:MathArena/brumo_2025', 'main');
+        None for another host."""
+        m = _HOSTED.match(self.url)
+        return (m["github"] or f"hf:{m['hf']}", m["ref"]) if m else None
+
+    @property
     def revision(self) -> str | None:
         """The commit or dataset revision the URL pins (40 hex digits), or None where it names a branch."""
-        m = re.match(
-            r"^https?://(raw\.githubusercontent\.com/[^/]+/[^/]+|huggingface\.co/datasets/[^/]+/[^/]+/resolve)/"
-            r"([^/]+)/",
-            self.url,
-        )
-        return m.group(2) if m and re.fullmatch(r"[0-9a-f]{40}", m.group(2)) else None
+        ref = self.repository[1] if self.repository else ""
+        return ref if re.fullmatch(r"[0-9a-f]{40}", ref) else None
 
 
 def last_boxed(text: str) -> str | None:

@@ -1,6 +1,6 @@
 """The fingerprint of a benchmark's rows: a digest over each row's id, problem and expected answer that ignores the
 rows' order, with the row count. `kit prepare_data` records it, `kit eval` checks the prepared file against it and
-`kit summarize` shows the fingerprint of the rows each result ran on. A leaf: imports nothing of kit's."""
+`kit summarize` shows the fingerprint of the rows each result ran on. A leaf: imports only jsonl."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+
+from pipeline_kit.jsonl import numbered_records
 
 SHOWN = 12  # hex characters of a fingerprint in tables and messages
 
@@ -37,17 +39,9 @@ class Fingerprint:
 
     @classmethod
     def of_file(cls, path: str | Path) -> Fingerprint:
-        """Of a JSONL file's records (blank lines skipped); a line that is no JSON object raises ValueError."""
-        digests = []
+        """Of a JSONL file's records; a line that is no JSON object is a UserError naming it (jsonl.py)."""
         with open(path, encoding="utf-8") as f:
-            for lineno, line in enumerate(f, 1):
-                if line.isspace():
-                    continue
-                record = json.loads(line)
-                if not isinstance(record, dict):
-                    raise ValueError(f"line {lineno} is not a JSON object")
-                digests.append(row_digest(record.get("id"), record.get("problem"), record.get("expected_answer")))
-        return cls.of_digests(digests)
+            return cls.of_records(record for _, record in numbered_records(f, path))
 
     @property
     def short(self) -> str:

@@ -51,12 +51,12 @@ def prepare_one(bench: Benchmark, data_dir: str | None, label: str) -> Path:
     except (TypeError, ValueError) as e:
         raise UserError(f"{bench.module_file}: a record of '{bench.name}' is not JSON: {e}; fix prepare().") from e
     got = Fingerprint.of_records(records)
+    note = pin_note(bench, got)
     try:
         write_atomic(path, text)
-        write_meta(bench, path, got)
+        write_meta(bench, path, got, note)
     except OSError as e:
         raise UserError(f"cannot write {path} ({e.strerror or e}); pass --data_dir DIR, a folder you can write.") from e
-    note = pin_note(bench, got)
     if note is None:
         print(f"{label}: {got}" + (" (as kit pins it)" if bench.fingerprint else ""), file=sys.stderr)
     else:

@@ -33,7 +33,7 @@ def pin_note(bench: Benchmark, got: Fingerprint) -> str | None:
     return f"{got}, not the data kit pins for {bench.name} ({', '.join(filter(None, pinned))})"
 
 
-def write_meta(bench: Benchmark, data_file: Path, got: Fingerprint) -> Path:
+def write_meta(bench: Benchmark, data_file: Path, got: Fingerprint, note: str | None) -> Path:
     """Record, atomically, what was prepared: written after the records, so a meta file names finished data."""
     st = data_file.stat()
     meta = {
@@ -42,7 +42,7 @@ def write_meta(bench: Benchmark, data_file: Path, got: Fingerprint) -> Path:
         "fingerprint": got.digest,
         "file": {"bytes": st.st_size, "mtime_ns": st.st_mtime_ns},  # unchanged since: no need to read it again
         "sources": [{"url": s.url, "revision": s.revision} for s in bench.sources] or "generated",
-        "pinned": None if bench.fingerprint is None else pin_note(bench, got) is None,
+        "pinned": None if bench.fingerprint is None else note is None,  # note: pin_note's
         "license": bench.license,
         "prepared_by": f"pipeline-kit {__version__}",
         "prepared_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
@@ -73,7 +73,7 @@ def check_prepared(name: str, data_file: Path) -> Fingerprint | None:
         if meta.get("file") == {"bytes": st.st_size, "mtime_ns": st.st_mtime_ns}:
             return recorded
         now = Fingerprint.of_file(data_file)
-    except (OSError, ValueError):
+    except (OSError, UserError):
         return None  # unreadable or no JSON: the generation's input check names the file and line, before the queue
     if now != recorded:
         raise UserError(

@@ -75,15 +75,8 @@ def print_list(extra_datasets: str | None) -> None:
 def source_cell(sources) -> str:
     """Where a benchmark's data comes from, short: OWNER/REPO@REVISION (8 digits) or @BRANCH for GitHub and Hugging
     Face files, else the host; 'generated' without a download."""
-    import re
-
     if not sources:
         return "generated"
-    url = sources[0].url
-    m = re.match(
-        r"^https?://(?:raw\.githubusercontent\.com/([^/]+/[^/]+)|huggingface\.co/datasets/([^/]+/[^/]+)/resolve)/"
-        r"(?:refs/heads/)?([^/]+)/",
-        url,
-    )
-    cell = f"{m.group(1) or 'hf:' + m.group(2)}@{m.group(3)[:8]}" if m else url.split("/")[2]
+    first = sources[0]
+    cell = f"{first.repository[0]}@{first.repository[1][:8]}" if first.repository else first.url.split("/")[2]
     return cell + (f" ({len(sources)} files)" if len(sources) > 1 else "")
