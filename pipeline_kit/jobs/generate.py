@@ -16,14 +16,13 @@ from pipeline_kit.errors import UserError
 from pipeline_kit.inference import done_key, request_options
 from pipeline_kit.inference.config import GenerateConfig, check_generate_overrides, parse_generate_config
 from pipeline_kit.inference.registry import task_class
-from pipeline_kit.inference.units import Unit, plan_units, split_units
+from pipeline_kit.inference.units import Unit, done_units, plan_units, split_units
 from pipeline_kit.jobs.input_checks import check_generation_inputs, job_check
 from pipeline_kit.jobs.options import JobOptions, JobPlan, chain
 from pipeline_kit.jobs.packing_plan import check_packing_limits, packing_plan, parse_num_jobs
 from pipeline_kit.overrides import config_value, override_key, override_value, take_override
 from pipeline_kit.packing import PackingPlan
 from pipeline_kit.pipeline.model import AUTO_PORT, Command, CommandGroup, HardwareConfig, Job
-from pipeline_kit.selection.genselect_runs import run_files
 from pipeline_kit.servers.base import ServerSpec
 
 
@@ -114,10 +113,12 @@ def plan_generation(cluster: ClusterConfig, spec: GenerateSpec, input_final: boo
     if spec.input_dir is None and not typed and input_final and os.path.isfile(input_path):
         _check_output_key(spec, input_path)
     if spec.input_dir is not None and input_final and cluster.executor == "none":
+        from pipeline_kit.selection.genselect_runs import run_files  # its grader imports: only for GenSelect
+
         run_files(input_path)  # no runs there: say so now rather than in the job
     todo = units
     if not spec.rerun_done and input_final and _outputs_visible(cluster):
-        done = [u for u in units if u.is_done(output_dir)]
+        done = done_units(units, output_dir)
         if done and os.path.exists(input_path):  # else an earlier stage writes the input: the job checks the keys
             key = _script_key(spec, own)  # hashed once, not once per unit
             finished = {u for u in done if _finished(u, key, output_dir)} - _merge_pending(
