@@ -17,6 +17,7 @@ from pipeline_kit.errors import UserError
 from pipeline_kit.grading.extraction import extract_answer
 from pipeline_kit.grading.grade import task_of
 from pipeline_kit.grading.grader_pool import grade_tasks
+from pipeline_kit.grading.output_names import OUTPUT_NAME
 from pipeline_kit.jsonl import read_jsonl, write_jsonl
 
 DOMAINS_FILE = "magpie/domains.yaml"  # under the shipped prompts/
@@ -103,8 +104,8 @@ def sft_rows(rows: list[tuple[int, dict]]) -> list[dict]:
 
 
 def seed_of(path: Path) -> int:
-    match = re.fullmatch(r"output-rs(\d+)\.jsonl", path.name)
-    if not match:
+    match = OUTPUT_NAME.fullmatch(path.name)
+    if not match or match.group(1) is None:
         raise UserError(f"{path}: not a sampled output (output-rs<seed>.jsonl).")
     return int(match.group(1))
 
