@@ -29,6 +29,7 @@ from pathlib import Path
 
 from pipeline_kit.atomic import write_atomic
 from pipeline_kit.benchmarks import benchmark_names, get_benchmark
+from pipeline_kit.dedupe import sample_key
 from pipeline_kit.errors import UserError, closest
 from pipeline_kit.grading.grade import grade_files
 from pipeline_kit.grading.output_names import OUTPUT_GLOB
@@ -278,7 +279,7 @@ def prepare_sft(
                     c.unfinished += 1
                     continue
                 rec["generation"] = training_text(rec, reasoning, start_reasoning_string, end_reasoning_string)
-                pair = (rec["problem"], rec["generation"])
+                pair = sample_key(rec["problem"], rec["generation"])
                 if dedupe and pair in seen:
                     c.duplicate += 1
                     continue
