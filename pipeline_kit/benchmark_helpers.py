@@ -1,10 +1,10 @@
 """What a benchmark module imports: `Source` (the upstream file its rows come from) and helpers for its
 `prepare(row, index)`. Apart from the registry (pipeline_kit/benchmarks/), which loads the modules: loading one
-imports nothing that loads it again."""
+imports nothing that loads it again, nor a module named as a shipped benchmark's folder (`import math` would be
+datasets_registry/math where that folder is on sys.path: the two importing each other)."""
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -64,7 +64,7 @@ def plain_number(value: Any) -> str:
         number = float(text)
     except ValueError as e:
         raise ValueError(f"answer {value!r} is not a number") from e
-    if math.isfinite(number) and number == int(number) and re.fullmatch(r"[-+]?\d+(\.0*)?", text):
+    if number.is_integer() and re.fullmatch(r"[-+]?\d+(\.0*)?", text):
         return str(int(number))
     return text
 
