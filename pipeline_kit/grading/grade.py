@@ -232,6 +232,30 @@ def extract_help() -> str:
     return "; ".join(f"{mode}: {what}" for mode, what in EXTRACT_MODES.items()) + f" (default: {DEFAULT_EXTRACT})"
 
 
+# what `kit eval ++grade.KEY=VALUE` sets on its grading step, as this script's --KEY=VALUE (--extract is eval's flag)
+GRADE_OVERRIDES = {"timeout": float, "workers": int}
+
+
+def grade_flags(overrides: list[str]) -> list[str]:
+    """`++timeout=30` (the part of `kit eval ++grade.timeout=30` routed here) -> `--timeout=30`, checked: an unknown
+    key or a bad value is one line naming the override."""
+    flags = []
+    for arg in overrides:
+        key, _, value = arg.removeprefix("++").partition("=")
+        if key not in GRADE_OVERRIDES:
+            raise UserError(
+                f"++grade.{key}: grading has no such setting; known: "
+                f"{', '.join(f'++grade.{k}' for k in GRADE_OVERRIDES)}."
+            )
+        try:
+            typed = GRADE_OVERRIDES[key](value)
+        except ValueError:
+            raise UserError(f"++grade.{key}={value}: not a {GRADE_OVERRIDES[key].__name__}.") from None
+        check_flags(**{"workers": None, "timeout": DEFAULT_TIMEOUT, key: typed})
+        flags.append(f"--{key}={value}")
+    return flags
+
+
 def check_flags(workers: int | None, timeout: float) -> None:
     if workers is not None and workers < 0:
         raise UserError(f"--workers must be 0 (grade in this process) or more, got {workers}.")
