@@ -203,7 +203,9 @@ def test_transformers_server_samples_by_seed_with_requests_in_flight(kit, config
         assert time.time() < deadline, "the server still listens after SIGTERM"
         time.sleep(0.3)
     left = subprocess.run(
-        ["pgrep", "-f", f"pipeline_kit.servers.transformers_serve .* --port {port}"], capture_output=True, text=True
+        ["pgrep", "-f", f"pipeline_kit.servers.transformers_seeded_serve .* --port {port}"],
+        capture_output=True,
+        text=True,
     )
     assert not left.stdout.strip(), left.stdout
 

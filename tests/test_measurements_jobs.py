@@ -16,7 +16,7 @@ from types import SimpleNamespace
 from conftest import generate_config, problems, stub_server_type
 
 from pipeline_kit.inference.job_figures import FiguresRecorder
-from pipeline_kit.launch import monitor
+from pipeline_kit.launch import figures as launch_figures
 from pipeline_kit.launch.records import ExperimentRecord, JobRecord
 from pipeline_kit.measurements import (
     JobFigures,
@@ -216,8 +216,8 @@ def test_status_reads_the_figures_of_a_remote_log_folder_over_ssh(tmp_path, monk
         ran.append(command)
         return subprocess.run(["bash", "-c", command], capture_output=True, text=True)
 
-    monkeypatch.setattr(monitor, "remote_run", remote_run)
+    monkeypatch.setattr(launch_figures, "remote_run", remote_run)
     record = ExperimentRecord("exp", "run1", "slurm", str(log_dir), jobs=[JobRecord("gen", "t", ["g"], 3)])
-    found = monitor.job_figures(SimpleNamespace(ssh_tunnel=object()), record)
+    found = launch_figures.job_figures(SimpleNamespace(ssh_tunnel=object()), record)
     assert len(ran) == 1 and [f.element for f in found["gen"]] == ["2", "2.2", "10"]
-    assert found == monitor.job_figures(SimpleNamespace(ssh_tunnel=None), record)  # as read here
+    assert found == launch_figures.job_figures(SimpleNamespace(ssh_tunnel=None), record)  # as read here

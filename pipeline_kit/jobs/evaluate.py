@@ -18,6 +18,8 @@ from pipeline_kit.components.sandbox import SandboxSpec
 from pipeline_kit.errors import UserError, did_you_mean
 from pipeline_kit.evaluation.judge import judge_folder
 from pipeline_kit.evaluation.trackers import Trackers
+from pipeline_kit.grading.grade import grade_flags
+from pipeline_kit.inference.config import check_generate_overrides
 from pipeline_kit.jobs.generate import (
     GenerateSpec,
     UnitPlan,
@@ -31,7 +33,7 @@ from pipeline_kit.jobs.generate import (
 )
 from pipeline_kit.jobs.options import JobOptions, JobPlan, chain
 from pipeline_kit.jobs.packing_plan import asked_jobs, check_packing_limits, packing_plan, parse_num_jobs
-from pipeline_kit.overrides import override_value
+from pipeline_kit.overrides import override_value, route_overrides
 from pipeline_kit.packing import PackingPlan
 from pipeline_kit.pipeline.model import AUTO_PORT, Command, CommandGroup, Endpoint, Job
 from pipeline_kit.servers.base import ServerSpec
@@ -112,6 +114,7 @@ class EvalSpec:
     trackers: Trackers = Trackers()
 
     def __post_init__(self) -> None:
+        self.routed_overrides()  # a bad ++grade.KEY fails here, before anything is planned
         few = [f"{r.name}:{r.samples}" for r in self.benchmarks if r.samples < 2] if self.genselect else []
         if few:
             raise UserError(
@@ -121,13 +124,21 @@ class EvalSpec:
         self.num_jobs = parse_num_jobs(self.num_jobs)
         check_packing_limits(self.max_startup_share, self.max_jobs)
 
+    def routed_overrides(self) -> tuple[tuple[str, ...], list[str]]:
+        """(generation's overrides, the grading step's flags): `++grade.KEY=VALUE` goes to grading as --KEY=VALUE
+        (pipeline_kit.grading.grade.GRADE_OVERRIDES), the rest to generation; each part checked."""
+        checkers = {"generate": check_generate_overrides, "grade": grade_flags}
+        routed = route_overrides(self.overrides, checkers, "generate")
+        return tuple(routed["generate"]), grade_flags(routed["grade"])
+
     def generate_spec(self, request: BenchmarkRequest) -> GenerateSpec:
         """The generate builder's spec for one benchmark: its data file, folder, seeds and default settings."""
 
         bench = get_benchmark(request.name, self.extra_datasets)
         sampled = request.samples > 0
         sandbox = self.sandbox or (SandboxSpec() if bench.requires_sandbox else None)
-        overrides = (*bench.generation_overrides(sampled), *self.overrides)
+        generation, grading = self.routed_overrides()
+        overrides = (*bench.generation_overrides(sampled), *generation)
         extract = self.extract or bench.extract_mode(overrides)
         return GenerateSpec(
             server=self.server,
@@ -136,7 +147,7 @@ class EvalSpec:
             seeds=list(range(request.samples)) if sampled else None,
             num_chunks=self.num_chunks,
             rerun_done=self.rerun_done,
-            postprocess_cmd=f"{GRADE_COMMAND} --extract={extract}",
+            postprocess_cmd=" ".join([GRADE_COMMAND, f"--extract={extract}", *map(shlex.quote, grading)]),
             container=self.container,
             server_container=self.server_container,
             server_port=self.server_port,

@@ -17,6 +17,7 @@ from pathlib import Path
 from pipeline_kit import output_lock
 from pipeline_kit.errors import UserError
 from pipeline_kit.launch import detached, records
+from pipeline_kit.launch.cancel import cancel_experiment
 from pipeline_kit.launch.detached import script_alive
 from pipeline_kit.launch.executors import (
     SlurmSpec,
@@ -29,7 +30,7 @@ from pipeline_kit.launch.executors import (
 from pipeline_kit.launch.experiment import Experiment
 from pipeline_kit.launch.follow import LogFollower, service_logs
 from pipeline_kit.launch.images import prepare_slurm_images
-from pipeline_kit.launch.monitor import cancel_experiment, local_outcome
+from pipeline_kit.launch.job_status import local_outcome
 from pipeline_kit.launch.mounts import check_sources_at_submission
 from pipeline_kit.launch.nemorun_env import import_nemo_run
 from pipeline_kit.launch.packaging import CONTAINER_CODE_DIR, PackagedCode
