@@ -131,6 +131,9 @@ def equivalent(
         number = quantities.number_with_unit(predicted if np_ is None else expected)  # 9.8 m/s^2 against 9.8
         if number is not None and (value := nz.parse_number(nz.canonical(number))) is not None:
             return nz.numbers_equal(value, np_ or ne)
+    up, ue = _union_of(p), _union_of(e)
+    if (up or ue) and _equal_or_open(up or p, ue or e, sympy):  # x<1 or x>3 is (-\infty,1)\cup(3,\infty)
+        return True
     ip, ie = nz.as_interval(p) or relations.interval_of(p), nz.as_interval(e) or relations.interval_of(e)
     if (ip or ie) and _equal_or_open(ip or p, ie or e, sympy):  # 1\le x<2 is [1,2); 5\ge x is x\le 5
         return True  # never False here: -x>-1 against x<1 is for math-verify to decide
@@ -164,6 +167,15 @@ def equivalent(
     if not sympy:
         raise NeedsSympy
     return _math_verify(p, e)
+
+
+def _union_of(answer: str) -> str | None:
+    """Relations in one letter joined by "or", each an interval, as the union of those intervals; else None."""
+    parts = relations.or_parts(answer)
+    if len(parts) < 2:
+        return None
+    intervals = [nz.as_interval(part) or relations.interval_of(part) for part in parts]
+    return "\\cup".join(intervals) if all(intervals) else None
 
 
 def _equal_or_open(a: str, b: str, sympy: bool) -> bool:

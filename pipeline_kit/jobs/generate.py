@@ -113,7 +113,8 @@ def plan_generation(cluster: ClusterConfig, spec: GenerateSpec, input_final: boo
     if spec.input_dir is None and not typed and input_final and os.path.isfile(input_path):
         _check_output_key(spec, input_path)
     if spec.input_dir is not None and input_final and cluster.executor == "none":
-        from pipeline_kit.selection.genselect_runs import run_files  # its grader imports: only for GenSelect
+        # lazy: the grader under it (0.1 s of imports) is for GenSelect only, not every plan
+        from pipeline_kit.selection.genselect_runs import run_files
 
         run_files(input_path)  # no runs there: say so now rather than in the job
     todo = units
