@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import argparse
 
-from pipeline_kit.packing import MAX_WALL_RATIO, PackingLimits, given_figures, simulation_table
+from pipeline_kit.packing import MAX_WALL_RATIO, PackingLimits, simulation_table
+from pipeline_kit.packing_figures import given_figures
 
 
 def main() -> None:

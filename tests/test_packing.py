@@ -19,16 +19,14 @@ from pipeline_kit.jobs.options import JobOptions
 from pipeline_kit.jobs.packing_plan import free_nodes, packing_plan, parse_num_jobs
 from pipeline_kit.measurements import JobFigures, ServerKey, UnitFigures, figures_file, write_figures
 from pipeline_kit.packing import (
-    CostFigures,
     PackingLimits,
     choose_units_per_job,
     describe,
-    estimated_figures,
     makespan,
-    measured_queue_wait,
     plan_packing,
     plan_wall_s,
 )
+from pipeline_kit.packing_figures import CostFigures, estimated_figures, measured_queue_wait
 from pipeline_kit.servers.base import ServerSpec
 
 # the 70B case: start-up 6 min; a unit of 50 problems x 4,000 tokens at 1,200 tokens/s (166.7 s); 8 GPUs

@@ -40,7 +40,8 @@ def simulate(
 ) -> None:
     from pipeline_kit.errors import UserError
     from pipeline_kit.jobs.packing_plan import check_packing_limits
-    from pipeline_kit.packing import PackingLimits, given_figures, simulation_table
+    from pipeline_kit.packing import PackingLimits, simulation_table
+    from pipeline_kit.packing_figures import given_figures
 
     check_packing_limits(0.1, None, max_wall_ratio)
     numbers = {"--units": units, "--tokens_per_s": tokens_per_s, "--problems_per_unit": problems_per_unit}

@@ -17,16 +17,8 @@ from pipeline_kit.inference.config import InferenceConfig
 from pipeline_kit.jobs.options import JobOptions
 from pipeline_kit.measurements import JobFigures, ServerKey, stored_figures
 from pipeline_kit.overrides import take_override
-from pipeline_kit.packing import (
-    MAX_WALL_RATIO,
-    CostFigures,
-    PackingLimits,
-    PackingPlan,
-    estimated_figures,
-    measured_figures,
-    measured_queue_wait,
-    plan_packing,
-)
+from pipeline_kit.packing import MAX_WALL_RATIO, PackingLimits, PackingPlan, plan_packing
+from pipeline_kit.packing_figures import CostFigures, estimated_figures, measured_figures, measured_queue_wait
 from pipeline_kit.servers.base import ServerSpec
 from pipeline_kit.slurm_time import slurm_seconds
 
