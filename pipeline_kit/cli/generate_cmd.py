@@ -108,8 +108,9 @@ def register(app: typer.Typer, plan_app: typer.Typer | None = None) -> None:
 
 
 PLAN_HELP = (
-    "units, jobs, units per job, start-up and generation GPU-hours, wall time and the GPU-hours saved against one "
-    "unit per job, from measured figures (or a stated estimate). Takes the same flags; submits nothing."
+    "units, jobs, units per job, start-up and generation GPU-hours, wall time on the free nodes, the fastest plan, "
+    "and the GPU-hours saved against one unit per job, from measured figures (or a stated estimate). Takes the same "
+    "flags; submits nothing."
 )
 
 
