@@ -30,9 +30,9 @@ class PackingLimits:
 
 
 def choose_units_per_job(units: int, figures: CostFigures, limits: PackingLimits) -> tuple[int, str]:
-    """Units per job and why, where the free nodes are unknown. k_share = ceil(S (1 - s) / (s u)) makes start-up S at most share s of a job of k units
-    of u seconds; k_time = floor((margin T - S) / u) fits the time limit T; then jobs = ceil(units / k) is capped
-    by max_jobs (the cap wins over the time limit, and says so)."""
+    """Units per job and why, where the free nodes are unknown. k_share = ceil(S (1 - s) / (s u)) makes start-up S
+    at most share s of a job of k units of u seconds; k_time = floor((margin T - S) / u) fits the time limit T; then
+    jobs = ceil(units / k) is capped by max_jobs (the cap wins over the time limit, and says so)."""
     if units <= 1:
         return 1, "one unit"
     unit_s = figures.unit_s
@@ -255,11 +255,12 @@ def describe(plan: PackingPlan, prefix: str = "plan: ") -> list[str]:
     if wall is None:
         lines.append("expected wall time: unknown (so are the seconds per unit)")
     else:
-        queue = plan.figures.queue_source
+        nodes = f" ({plan.nodes_source})" if plan.nodes_source else ""
+        queue, waited = plan.figures.queue_source, plan.figures.queue_wait_s
         lines.append(
             f"expected wall time: {_duration(wall)} on {free} free node{'s' if free > 1 else ''}"
-            + (f" ({plan.nodes_source})" if plan.nodes_free and plan.nodes_source else "" if plan.nodes_free else " (as many as the jobs)")
-            + (f", queue wait {_duration(plan.figures.queue_wait_s)} included ({queue})" if plan.figures.queue_wait_s else f", {queue}" if queue else "")
+            + (nodes if plan.nodes_free else " (as many as the jobs)")
+            + (f", queue wait {_duration(waited)} included ({queue})" if waited else f", {queue}" if queue else "")
             + f"; longest job {_duration(max(plan.durations()))}"
             + (f" of a {_duration(plan.time_limit_s)} limit" if plan.time_limit_s else "")
         )  # fmt: skip

@@ -80,10 +80,8 @@ def measured_queue_wait(jobs: list[JobFigures], partition: str | None) -> tuple[
         return None
     recent = list(first.values())[-RECENT_SUBMISSIONS:]  # jobs come oldest first, and so do their submissions
     wait = statistics.median(recent)
-    return (
-        wait,
-        f"the median of {len(recent)} submission{'s' if len(recent) > 1 else ''} to partition {partition} recorded here",
-    )
+    submissions = f"{len(recent)} submission{'s' if len(recent) > 1 else ''}"
+    return wait, f"the median of {submissions} to partition {partition} recorded here"
 
 
 def estimated_figures(
