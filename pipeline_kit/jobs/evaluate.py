@@ -34,7 +34,7 @@ from pipeline_kit.jobs.generate import (
 from pipeline_kit.jobs.options import JobOptions, JobPlan, chain
 from pipeline_kit.jobs.packing_plan import asked_jobs, check_packing_limits, packing_plan, parse_num_jobs
 from pipeline_kit.overrides import override_value, route_overrides
-from pipeline_kit.packing import PackingPlan
+from pipeline_kit.packing import MAX_WALL_RATIO, PackingPlan
 from pipeline_kit.pipeline.model import AUTO_PORT, Command, CommandGroup, Endpoint, Job
 from pipeline_kit.servers.base import ServerSpec
 
@@ -101,6 +101,8 @@ class EvalSpec:
     num_jobs: int | str | None = None
     max_startup_share: float = 0.1
     max_jobs: int | None = None
+    max_wall_ratio: float = MAX_WALL_RATIO
+    nodes_free: int | None = None  # None: asked where the plan is made (jobs.packing_plan.free_nodes)
     rerun_done: bool = False
     extract: str | None = None
     container: str | None = None
@@ -122,7 +124,7 @@ class EvalSpec:
                 "least 2 (e.g. aime24:8)."
             )
         self.num_jobs = parse_num_jobs(self.num_jobs)
-        check_packing_limits(self.max_startup_share, self.max_jobs)
+        check_packing_limits(self.max_startup_share, self.max_jobs, self.max_wall_ratio, self.nodes_free)
 
     def routed_overrides(self) -> tuple[tuple[str, ...], list[str]]:
         """(generation's overrides, the grading step's flags): `++grade.KEY=VALUE` goes to grading as --KEY=VALUE
@@ -215,24 +217,20 @@ def _generate_specs(cluster: ClusterConfig, spec: EvalSpec) -> list[GenerateSpec
     return specs
 
 
-def eval_packing(cluster: ClusterConfig, spec: EvalSpec, options: JobOptions, nodes_free: int | None = None):
+def eval_packing(cluster: ClusterConfig, spec: EvalSpec, options: JobOptions):
     """The packing of the evaluation's generation units into jobs (what `kit plan eval` and a dry run show)."""
     specs = _generate_specs(cluster, spec)
-    return _eval_packing(cluster, spec, specs, [plan_generation(cluster, s) for s in specs], options, nodes_free)
+    return _eval_packing(cluster, spec, specs, [plan_generation(cluster, s) for s in specs], options)
 
 
 def _eval_packing(
-    cluster: ClusterConfig,
-    spec: EvalSpec,
-    specs: list[GenerateSpec],
-    plans: list[UnitPlan],
-    options: JobOptions,
-    nodes_free: int | None = None,
+    cluster: ClusterConfig, spec: EvalSpec, specs: list[GenerateSpec], plans: list[UnitPlan], options: JobOptions
 ) -> PackingPlan:
     work = [(p.input_file, s.num_chunks, len(p.todo), s.overrides) for s, p in zip(specs, plans, strict=True)]
     return packing_plan(
-        cluster, spec.server, work, options, spec.num_jobs, spec.max_startup_share, spec.max_jobs, nodes_free
-    )
+        cluster, spec.server, work, options, spec.num_jobs, spec.max_startup_share, spec.max_jobs,
+        spec.nodes_free, spec.max_wall_ratio,
+    )  # fmt: skip
 
 
 def judge_specs(spec: EvalSpec, generated: list[GenerateSpec]) -> list[GenerateSpec]:
