@@ -92,9 +92,7 @@ def execution_parent(request: dict, fds: list[int], layers: isolation.Layers, sl
         os.close(status)
         exit_code = 71
         try:
-            if slot is not None:
-                slot.join()  # before anything else: every process it starts is in the cgroup too
-            exit_code = execution_child(request, child_fds, layers, limits)
+            exit_code = execution_child(request, child_fds, layers, limits, slot)
         except BaseException as e:  # noqa: BLE001 - set-up failures go to the execution's stderr
             os.write(2, f"sandbox: set-up failed: {e}\n".encode(errors="replace"))
         finally:
@@ -140,7 +138,9 @@ def _wait(pid: int, timeout: float | None) -> bool:
         os.close(pidfd)
 
 
-def execution_child(request: dict, fds: list[int], layers: isolation.Layers, limits: dict) -> int:
+def execution_child(
+    request: dict, fds: list[int], layers: isolation.Layers, limits: dict, slot: Slot | None = None
+) -> int:
     """PID 1 of the execution: its root, its limits, no privileges, then the code."""
     isolation.die_with_parent()
     if request["kind"] == "run":
@@ -156,6 +156,8 @@ def execution_child(request: dict, fds: list[int], layers: isolation.Layers, lim
             os.dup2(null, target)
         os.close(null)
         keep = channel_fd
+    if slot is not None:
+        slot.join()  # before it starts anything, which then starts in the cgroup too; its fds close next
     os.closerange(3, keep)
     os.closerange(keep + 1, 1 << 20)  # close_range(2): whatever else the worker held
     isolation.enter_execution_root(layers, limits["tmp_size"])
