@@ -4,8 +4,10 @@ that also binds uid 0, which RLIMIT_NPROC does not). Stdlib only.
 
 The server, as root, makes one folder under each cgroup v1 hierarchy and gives it to the sandbox's uid
 (`ServerCgroup`); each worker makes child cgroups there as it needs them and reuses them (`Slots`): an execution's
-first process joins one, and the worker gives it to a later execution once nothing is left in it. A hierarchy the server cannot use is skipped with the reason
-(`CgroupUnavailable`), which the server logs and /health reports; only the per-process limits apply then.
+first process joins one (a move of one thread, which the kernel makes without waiting for an RCU grace period), and
+the worker gives it to a later execution once nothing is left in it. A hierarchy the server cannot use is skipped
+with the reason (`CgroupUnavailable`), which the server logs and /health reports; only the per-process limits apply
+then.
 
 enroot mounts the hierarchies read-only (EROFS on mkdir) though its root may write them: the server then remounts
 them read-write in a mount namespace of its own (its workers inherit it; the rest of the container keeps the
