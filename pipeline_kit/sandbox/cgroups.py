@@ -171,12 +171,18 @@ class Slot:
         return int(tail.split()[0]) if found else 0
 
     def empty(self) -> bool:
-        """Opened afresh each time: cgroup v1 keeps the list of pids an open cgroup.procs read first."""
+        """Opened afresh each time: cgroup v1 keeps the list of pids an open cgroup.procs read first. A cgroup
+        that cannot be read (removed under the worker) never counts as empty."""
         for path in self.paths:
-            fd = os.open(f"{path}/cgroup.procs", os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                fd = os.open(f"{path}/cgroup.procs", os.O_RDONLY | os.O_CLOEXEC)
+            except OSError:
+                return False
             try:
                 if os.read(fd, 64):
                     return False
+            except OSError:
+                return False
             finally:
                 os.close(fd)
         return True
