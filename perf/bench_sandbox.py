@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-LAYERS = ["user_ns", "net_ns", "pid_ns", "mount_ns", "rlimits", "memory_cgroup"]
+LAYERS = ["user_ns", "net_ns", "pid_ns", "mount_ns", "rlimits", "memory_cgroup", "pids_cgroup"]
 ALL = ["full", *(f"no-{layer}" for layer in LAYERS), "bare"]
 
 
@@ -104,7 +104,7 @@ def worker_latency(setting: str, n: int) -> float:
             os.close(fds[1][1])
             out = os.read(fds[2][0], 100)
             status = b""
-            while chunk := os.read(fds[4][0], 4096):
+            while chunk := os.read(fds[4][0], 4096):  # to end of file: the supervisor is done with it
                 status += chunk
             for fd in (fds[2][0], fds[3][0], fds[4][0]):
                 os.close(fd)

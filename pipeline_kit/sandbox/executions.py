@@ -11,7 +11,6 @@ import socket
 import time
 from dataclasses import dataclass, field
 
-from pipeline_kit.sandbox.cgroups import remove_later
 from pipeline_kit.sandbox.limits import ExecuteRequest, Limits
 from pipeline_kit.sandbox.pool import CappedReader, WorkerPool, feed, pipe, read_lines
 
@@ -133,7 +132,6 @@ class Session:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     alive: bool = True
     status: asyncio.StreamReader | None = None  # the supervisor's pipe, held open while the session lives
-    cgroups: list[str] = field(default_factory=list)  # the server folders its cgroups are in
 
     @classmethod
     async def start(cls, session_id: str, pool: WorkerPool, limits: Limits) -> Session:
@@ -151,7 +149,7 @@ class Session:
         if not first.startswith(b"pid "):
             ours.close()
             raise RuntimeError(f"the sandbox worker could not start a session: {first.decode(errors='replace')}")
-        return cls(session_id, ours, pid=int(first.split()[1]), status=reader, cgroups=pool.cgroup_paths())
+        return cls(session_id, ours, pid=int(first.split()[1]), status=reader)
 
     def running(self) -> bool:
         """Alive as far as the server knows, and its supervisor still exists (a crash or a kill -9 ends it)."""
@@ -166,11 +164,7 @@ class Session:
     def kill(self) -> None:
         self.alive = False
         _kill(self.pid)
-        self.channel.close()
-        try:
-            asyncio.get_running_loop().call_later(1.0, remove_later, self.cgroups, self.pid)
-        except RuntimeError:  # the server is shutting down: it removes every cgroup itself
-            pass
+        self.channel.close()  # its worker takes its cgroups back once the supervisor is gone
 
     async def run_cell(self, req: ExecuteRequest, limits: Limits) -> dict:
         """One cell. A timeout or a crash ends the session (its state is lost; clients replay their cells)."""

@@ -1,7 +1,7 @@
 """Linux isolation primitives, through libc (stdlib only: the worker imports this before it takes requests).
 
 A worker calls `enter_worker_namespaces` once (user, network, IPC, UTS and mount namespaces, a read-only staging root
-of allow-listed folders); every execution then calls `enter_execution_namespaces` (its own user, PID and mount
+of allow-listed folders); every execution then calls `enter_execution_namespaces` (its own user, IPC, PID and mount
 namespaces) and, in the PID namespace's first process, `enter_execution_root` (fresh /proc and /tmp, chroot)
 and `drop_privileges` (no capabilities, no new privileges)."""
 
@@ -40,16 +40,24 @@ _libc = ctypes.CDLL(None, use_errno=True)
 _libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
 _libc.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
 _libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+# Each execution runs the per-execution steps below in a fresh fork of the worker, where every Python object it
+# touches for the first time costs a copy-on-write page fault: so what they need is made here, once, in the worker
+# (libc's functions looked up, paths and map lines as bytes), and their error messages only when one fails.
+_unshare, _syscall_fn = _libc.unshare, _libc.syscall
 
 
 class IsolationError(OSError):
     """A namespace or mount step failed (user namespaces off, seccomp in a container, ...)."""
 
 
+def _fail(what: str) -> None:
+    err = ctypes.get_errno()
+    raise IsolationError(err, f"{what}: {os.strerror(err)}")
+
+
 def _check(result: int, what: str) -> None:
     if result != 0:
-        err = ctypes.get_errno()
-        raise IsolationError(err, f"{what}: {os.strerror(err)}")
+        _fail(what)
 
 
 def _b(path: str | None) -> bytes | None:
@@ -57,18 +65,27 @@ def _b(path: str | None) -> bytes | None:
 
 
 def mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
-    _check(_libc.mount(_b(source), _b(target), _b(fstype), flags, _b(data)), f"mount {fstype or source} on {target}")
+    _mount(_b(source), _b(target), _b(fstype), flags, _b(data))
+
+
+def _mount(source: bytes | None, target: bytes, fstype: bytes | None, flags: int, data: bytes | None = None) -> None:
+    if _libc.mount(source, target, fstype, flags, data) != 0:
+        _fail(f"mount {(fstype or source or b'').decode()} on {target.decode()}")
 
 
 def unshare(flags: int) -> None:
-    _check(_libc.unshare(flags), f"unshare({flags:#x})")
+    if _unshare(flags) != 0:
+        _fail(f"unshare({flags:#x})")
+
+
+_MACHINE = platform.machine()
 
 
 def _syscall(name: str, *args) -> int:
-    numbers = _SYSCALLS.get(platform.machine())
+    numbers = _SYSCALLS.get(_MACHINE)
     if numbers is None:
-        raise IsolationError(0, f"unsupported machine {platform.machine()} for {name}")
-    return _libc.syscall(numbers[name], *args)
+        raise IsolationError(0, f"unsupported machine {_MACHINE} for {name}")
+    return _syscall_fn(numbers[name], *args)
 
 
 @dataclass(frozen=True)
@@ -108,8 +125,20 @@ class Layers:
 
 
 def _write(path: str, text: str) -> None:
-    with open(path, "w") as f:
-        f.write(text)
+    """One write(2), without Python's io stack: in a fresh fork every object touched is a copy-on-write fault."""
+    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+    try:
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
+
+
+def _write_bytes(path: bytes, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
 
 
 def _map_ids(outer_uid: int, outer_gid: int, pid: str = "self") -> None:
@@ -117,6 +146,14 @@ def _map_ids(outer_uid: int, outer_gid: int, pid: str = "self") -> None:
         _write(f"/proc/{pid}/setgroups", "deny")  # a process may map only its own gid when it cannot setgroups
     _write(f"/proc/{pid}/uid_map", f"0 {outer_uid} 1")
     _write(f"/proc/{pid}/gid_map", f"0 {outer_gid} 1")
+
+
+# an execution's user namespace: its root is the worker's root (see _map_ids)
+_ROOT_TO_ROOT = (
+    (b"/proc/self/setgroups", b"deny"),
+    (b"/proc/self/uid_map", b"0 0 1"),
+    (b"/proc/self/gid_map", b"0 0 1"),
+)
 
 
 def unshare_user_as_nobody(flags: int = 0) -> None:
@@ -284,15 +321,21 @@ def _mask_private(top: str) -> None:
 
 
 def enter_execution_namespaces(layers: Layers) -> None:
-    """In the forked execution parent: its own user, PID and mount namespaces (the next fork is PID 1)."""
+    """In the forked execution parent: its own user, IPC, PID and mount namespaces (the next fork is PID 1)."""
     flags = (CLONE_NEWPID if layers.pid_ns else 0) | (CLONE_NEWNS if layers.mount_ns else 0)
-    if layers.user_ns and flags:
-        flags |= CLONE_NEWUSER  # its own process count (RLIMIT_NPROC is counted per user namespace)
+    if layers.user_ns:
+        # its own process count (RLIMIT_NPROC is counted per user namespace), and System V IPC objects that end
+        # with it (in the worker's IPC namespace a segment would outlive it, readable by the next execution)
+        flags |= CLONE_NEWUSER | CLONE_NEWIPC
     if not flags:
         return
     unshare(flags)
-    if flags & CLONE_NEWUSER:
-        _map_ids(0, 0)  # root of the worker's namespace (itself an unprivileged uid outside) maps to root here
+    if flags & CLONE_NEWUSER:  # root of the worker's namespace (itself an unprivileged uid outside) is root here
+        for path, line in _ROOT_TO_ROOT:
+            _write_bytes(path, line)
+
+
+_PROC, _TMP, _SHM = (os.fsencode(STAGING + path) for path in ("/proc", "/tmp", "/dev/shm"))
 
 
 def enter_execution_root(layers: Layers, tmp_bytes: int) -> None:
@@ -300,17 +343,28 @@ def enter_execution_root(layers: Layers, tmp_bytes: int) -> None:
     if not layers.mount_ns:
         return
     if layers.pid_ns:
-        try:
-            mount("proc", STAGING + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
-        except IsolationError:
-            pass  # a container that masks parts of its /proc (Docker) forbids new proc mounts: run without one
-    opts = f"mode=1777,size={tmp_bytes},nr_inodes=10000"
-    mount("tmpfs", STAGING + "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, opts)
-    mount("tmpfs", STAGING + "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, opts)
+        # a container that masks parts of its /proc (Docker) forbids new proc mounts: run without one there
+        _libc.mount(b"proc", _PROC, b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None)
+    opts = b"mode=1777,size=%d,nr_inodes=10000" % tmp_bytes
+    _mount(b"tmpfs", _TMP, b"tmpfs", MS_NOSUID | MS_NODEV, opts)
+    _mount(b"tmpfs", _SHM, b"tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, opts)
     # chroot, not pivot_root: the staging mount is locked in this (less privileged) namespace, and pivot_root
     # refuses locked mounts. With every capability dropped next, the code cannot chroot again to climb out.
     os.chroot(STAGING)
     os.chdir("/tmp")
+
+
+def _last_cap() -> int:
+    try:
+        with open("/proc/sys/kernel/cap_last_cap") as f:
+            return int(f.read())
+    except OSError:
+        return 40
+
+
+# read at import, in the worker: an execution has no /proc/sys, and in a fresh fork reading a file through Python's
+# io stack costs a few hundred copy-on-write faults
+LAST_CAP = _last_cap()
 
 
 class _CapHeader(ctypes.Structure):
@@ -321,18 +375,16 @@ class _CapData(ctypes.Structure):
     _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
 
 
+_NO_CAPS = (_CapHeader(0x20080522, 0), (_CapData * 2)())  # capset's arguments: version 3, this process, all zero
+
+
 def drop_privileges() -> None:
     """No capabilities left (bounding, ambient, effective, permitted, inheritable) and no way to gain any."""
     _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
-    last_cap = (
-        int(open("/proc/sys/kernel/cap_last_cap").read()) if os.path.exists("/proc/sys/kernel/cap_last_cap") else 40
-    )
-    for cap in range(last_cap + 1):
+    for cap in range(LAST_CAP + 1):
         _libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)  # EPERM without CAP_SETPCAP: then there is nothing to drop
     _libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
-    header = _CapHeader(0x20080522, 0)
-    data = (_CapData * 2)()
-    _check(_syscall("capset", ctypes.byref(header), ctypes.byref(data)), "capset")
+    _check(_syscall("capset", ctypes.byref(_NO_CAPS[0]), ctypes.byref(_NO_CAPS[1])), "capset")
 
 
 def die_with_parent() -> None:

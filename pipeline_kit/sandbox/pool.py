@@ -48,7 +48,7 @@ class WorkerPool:
     readonly_paths: list[str] = field(default_factory=list)
     workers: list[Worker] = field(default_factory=list)
     restarts: int = 0
-    cgroups: list[ServerCgroup] = field(default_factory=list)  # per-execution cgroups go under these folders
+    cgroups: list[ServerCgroup] = field(default_factory=list)  # the workers' cgroups for executions go under these
     unavailable: dict[str, str] = field(default_factory=dict)
     _next: itertools.count = field(default_factory=itertools.count)
 
@@ -100,6 +100,7 @@ class WorkerPool:
             "control_fd": theirs.fileno(),
             "layers": {name: getattr(self.layers, name) for name in self.layers.__dataclass_fields__},
             "readonly_paths": DEFAULT_READONLY + python_paths() + self.readonly_paths,
+            "cgroups": self.cgroup_paths(),
         }
         process = subprocess.Popen(
             [sys.executable, "-I", WORKER_SCRIPT, json.dumps(config)],
@@ -122,7 +123,6 @@ class WorkerPool:
     def send(self, message: dict, fds: list[int]) -> None:
         """Hand an execution to the next worker (round robin). A worker found dead is replaced, and the execution
         goes to its replacement."""
-        message["cgroups"] = self.cgroup_paths()
         index = next(self._next) % len(self.workers)
         worker = self.workers[index]
         if worker.process.poll() is None:

@@ -2,10 +2,11 @@
 
     python -I worker.py CONFIG_JSON  (started by the server with one end of a SOCK_SEQPACKET pair; stdlib only)
 
-Each request is JSON plus file descriptors. The fork (the execution's parent) enters new user/PID/mount namespaces,
-reports its pid on the status pipe, forks PID 1 of the execution, enforces the wall timeout, and reports
-`{"exit_code", "cpu_limit", "timed_out", "cpu_seconds", "oom_killed"}`. The worker never sees the code or its
-output."""
+Each request is JSON plus file descriptors. The worker takes one of its reusable cgroups for it (`cgroups.Slots`)
+and forks; the fork (the execution's supervisor) enters new user/PID/mount namespaces, reports its pid on the status
+pipe, forks PID 1 of the execution (which joins the cgroup first), enforces the wall timeout, and reports
+`{"exit_code", "cpu_limit", "timed_out", "cpu_seconds", "oom_killed"}`. The worker gets the cgroup back once it has
+reaped the supervisor. The worker never sees the code or its output."""
 
 from __future__ import annotations
 
@@ -20,58 +21,78 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 from pipeline_kit.sandbox import isolation, runner  # noqa: E402
-from pipeline_kit.sandbox.cgroups import ExecutionCgroup  # noqa: E402
+from pipeline_kit.sandbox.cgroups import Slot, Slots  # noqa: E402
 
 MAX_FDS = 8
+_ended: list[int] = []  # supervisors reaped, whose cgroups the main loop takes back
 
 
 def _reap(_signum=None, _frame=None) -> None:
     try:
-        while os.waitpid(-1, os.WNOHANG)[0] > 0:
-            pass
+        while (pid := os.waitpid(-1, os.WNOHANG)[0]) > 0:
+            _ended.append(pid)
     except ChildProcessError:
         pass
 
 
-def serve(control: socket.socket, layers: isolation.Layers, readonly_paths: list[str]) -> None:
+def _refuse(fds: list[int], why: str) -> None:
+    os.write(fds[-1], (json.dumps({"error": f"sandbox worker: {why}"}) + "\n").encode())
+    for fd in fds:
+        os.close(fd)
+
+
+def serve(
+    control: socket.socket, layers: isolation.Layers, readonly_paths: list[str], cgroups: list[str] | None = None
+) -> None:
     isolation.die_with_parent()
     isolation.enter_worker_namespaces(layers, readonly_paths)
+    slots = Slots(cgroups or [])
     signal.signal(signal.SIGCHLD, _reap)
     control.send(json.dumps({"ready": os.getpid(), "layers": layers.describe()}).encode())
     while True:
         data, fds, _, _ = socket.recv_fds(control, 1 << 16, MAX_FDS)
         if not data:
             return
-        if os.fork() == 0:
+        while _ended:  # the signal handler appends; pop is safe beside it
+            slots.give_back(_ended.pop())
+        try:
+            request = json.loads(data)
+            slot = slots.take(request["limits"]["memory"], request["limits"]["processes"])
+        except (OSError, ValueError, KeyError) as e:
+            _refuse(fds, f"no cgroup for the execution: {e}")
+            continue
+        pid = os.fork()
+        if pid == 0:
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # this process waits for its own child
             control.close()
             code = 70
             try:
-                execution_parent(json.loads(data), fds, layers)
+                execution_parent(request, fds, layers, slot)
                 code = 0
             except BaseException as e:  # noqa: BLE001 - reported on the status pipe, which then closes
                 os.write(fds[-1], (json.dumps({"error": f"sandbox worker: {e}"}) + "\n").encode())
             finally:
                 os._exit(code)
+        slots.lend(pid, slot)
         for fd in fds:
             os.close(fd)
 
 
-def execution_parent(request: dict, fds: list[int], layers: isolation.Layers) -> None:
+def execution_parent(request: dict, fds: list[int], layers: isolation.Layers, slot: Slot | None = None) -> None:
     """The execution's supervisor, outside its PID namespace: forks PID 1, waits, kills at the deadline, reports."""
     isolation.die_with_parent()  # a worker that dies takes its executions and sessions with it
     status = fds[-1]
     child_fds = fds[:-1]
-    os.write(status, f"pid {os.getpid()}\n".encode())
+    os.write(status, b"pid %d\n" % os.getpid())
     limits = request["limits"]
-    cgroups = [ExecutionCgroup(base, limits) for base in request.get("cgroups", [])]
+    oom_kills = slot.oom_kills() if slot is not None else 0
     isolation.enter_execution_namespaces(layers)
     pid = os.fork()
     if pid == 0:
         os.close(status)
         exit_code = 71
         try:
-            exit_code = execution_child(request, child_fds, layers, limits)
+            exit_code = execution_child(request, child_fds, layers, limits, slot)
         except BaseException as e:  # noqa: BLE001 - set-up failures go to the execution's stderr
             os.write(2, f"sandbox: set-up failed: {e}\n".encode(errors="replace"))
         finally:
@@ -92,9 +113,12 @@ def execution_parent(request: dict, fds: list[int], layers: isolation.Layers) ->
         "cpu_limit": cpu_limit,
         "timed_out": timed_out,
         "cpu_seconds": round(cpu, 4),
-        "oom_killed": any([cgroup.leave() for cgroup in cgroups]),  # a list: every one is left
+        "oom_killed": slot is not None and slot.oom_kills() > oom_kills,
     }
     os.write(status, (json.dumps(report) + "\n").encode())
+    # end of file now: at exit it would come only after the namespaces are torn down (the mount namespace's
+    # last process waits for an RCU grace period there), which nobody reading the report needs to wait for
+    os.close(status)
 
 
 def _wait(pid: int, timeout: float | None) -> bool:
@@ -114,7 +138,9 @@ def _wait(pid: int, timeout: float | None) -> bool:
         os.close(pidfd)
 
 
-def execution_child(request: dict, fds: list[int], layers: isolation.Layers, limits: dict) -> int:
+def execution_child(
+    request: dict, fds: list[int], layers: isolation.Layers, limits: dict, slot: Slot | None = None
+) -> int:
     """PID 1 of the execution: its root, its limits, no privileges, then the code."""
     isolation.die_with_parent()
     if request["kind"] == "run":
@@ -130,6 +156,8 @@ def execution_child(request: dict, fds: list[int], layers: isolation.Layers, lim
             os.dup2(null, target)
         os.close(null)
         keep = channel_fd
+    if slot is not None:
+        slot.join()  # before it starts anything, which then starts in the cgroup too; its fds close next
     os.closerange(3, keep)
     os.closerange(keep + 1, 1 << 20)  # close_range(2): whatever else the worker held
     isolation.enter_execution_root(layers, limits["tmp_size"])
@@ -152,7 +180,7 @@ def main() -> None:
     config = json.loads(sys.argv[1])
     control = socket.socket(fileno=config["control_fd"])
     try:
-        serve(control, isolation.Layers(**config["layers"]), config["readonly_paths"])
+        serve(control, isolation.Layers(**config["layers"]), config["readonly_paths"], config["cgroups"])
     except (isolation.IsolationError, OSError) as e:
         control.send(json.dumps({"error": str(e)}).encode())
         sys.exit(1)

@@ -1,0 +1,116 @@
+"""What one execution leaves behind never reaches the next: a worker reuses its cgroups (`cgroups.Slots`) rather
+than making and removing one per execution, so these tests run executions one after another through a single
+worker, check that they really shared a cgroup, and look for the first one's memory, OOM kills, processes and
+shared memory in the second."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from sandbox_server import SandboxServer, sandbox_pids, wait_for_census
+
+from pipeline_kit.sandbox.cgroups import ServerCgroup, Slots, hierarchy
+
+MiB = 1 << 20
+
+
+@pytest.fixture(scope="module")
+def sandbox():
+    server = SandboxServer("--workers", "1", "--memory_gb", "1", "--tmp_size_mb", "600")
+    try:
+        time.sleep(0.2)
+        server.baseline = sandbox_pids(server.proc.pid)
+        assert "memory_cgroup" in server.call("GET", "/health")[1]["isolation"]
+        yield server
+    finally:
+        server.stop()
+
+
+def run_alone(sandbox, code: str, **fields) -> dict:
+    """One execution, once the previous one is wholly gone (its supervisor reaped, so its cgroup is free again)."""
+    assert wait_for_census(sandbox.baseline, sandbox.proc.pid) == set()
+    return sandbox.run(code, **fields)
+
+
+def slot_folders(sandbox) -> list[str]:
+    """The execution cgroups the server's worker made under its memory folder."""
+    server_folder = Path(hierarchy("memory")) / f"kit-sandbox-{sandbox.proc.pid}"
+    return sorted(p.name for p in server_folder.iterdir() if p.is_dir())
+
+
+def test_the_next_execution_gets_the_whole_memory_limit_in_a_reused_cgroup(sandbox):
+    code = (
+        "for name in 'ab':\n    with open(f'/tmp/{name}', 'wb') as f:\n        for _ in range(45):\n"
+        "            f.write(b'x' * (5 * 2**20))\nprint('wrote')"
+    )
+    fill = run_alone(sandbox, code, timeout=30)
+    assert fill["stdout"] == "wrote\n", fill  # 450 MiB of tmpfs pages, charged to its cgroup
+    # 3 x 250 MiB + the interpreters: over the 1 GiB limit had the 450 MiB stayed charged to the cgroup
+    code = (
+        "import os, time\nfor _ in range(3):\n    if os.fork() == 0:\n        x = b'x' * (250 * 2**20)\n"
+        "        time.sleep(1)\n        os._exit(0)\nfor _ in range(3):\n    os.wait()\nprint('fits')"
+    )
+    res = run_alone(sandbox, code, timeout=30)
+    assert (res["status"], res["stdout"]) == ("completed", "fits\n"), res
+    assert len(slot_folders(sandbox)) == 1, slot_folders(sandbox)  # the two shared one cgroup
+
+
+def test_an_oom_kill_is_reported_for_its_execution_only(sandbox):
+    code = (
+        "import os, time\nfor _ in range(6):\n    if os.fork() == 0:\n        x = b'x' * (600 * 2**20)\n"
+        "        time.sleep(30)\n        os._exit(0)\nfor _ in range(6):\n    os.wait()"
+    )
+    res = run_alone(sandbox, code, timeout=20)
+    assert res["status"] == "error" and "used more than the memory limit" in res["stderr"], res
+    after = run_alone(sandbox, "print('next')")
+    assert (after["status"], after["stdout"], after["stderr"]) == ("completed", "next\n", ""), after
+    assert len(slot_folders(sandbox)) == 1, slot_folders(sandbox)
+
+
+def test_system_v_shared_memory_ends_with_its_execution(sandbox):
+    """Executions on one worker used to share its IPC namespace: a segment one left behind, the next could read."""
+    ipc = "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\nlibc.shmat.restype = ctypes.c_void_p\n"
+    make = ipc + (
+        "i = libc.shmget(4242, 4096, 0o1000 | 0o600)\nctypes.memmove(libc.shmat(i, None, 0), b'left behind', 11)\n"
+        "print('made' if i >= 0 else 'failed')"
+    )
+    assert run_alone(sandbox, make)["stdout"] == "made\n"
+    find = ipc + "print(libc.shmget(4242, 0, 0), ctypes.get_errno())"
+    assert run_alone(sandbox, find)["stdout"] == "-1 2\n"  # ENOENT: no such segment here
+
+
+def test_a_cgroup_with_a_process_left_in_it_is_not_reused():
+    """Slots.give_back: a cgroup that still holds a process (a killed session's PID 1 not yet gone; an orphan
+    without the pid_ns layer) drains, and only an empty one is handed out again."""
+    server = ServerCgroup.create(os.getuid(), os.getgid(), "pids")
+    leftover = subprocess.Popen(["sleep", "60"])
+    slots = Slots([server.path])
+    first = second = None
+    try:
+        first = slots.take(memory=1 << 30, processes=8)
+        assert Path(first.paths[0], "pids.max").read_text() == "8\n"
+        Path(first.paths[0], "cgroup.procs").write_text(str(leftover.pid))  # as if an execution left it there
+        slots.lend(12345, first)
+        slots.give_back(12345)  # its supervisor reaped, a process still in it
+        second = slots.take(memory=1 << 30, processes=8)
+        assert second is not first and first in slots.draining
+        slots.lend(12346, second)
+        slots.give_back(12346)
+        assert slots.take(memory=1 << 30, processes=8) is second  # an empty one is reused
+        leftover.send_signal(signal.SIGKILL)
+        leftover.wait()
+        deadline = time.monotonic() + 10
+        while not first.empty() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert slots.take(memory=1 << 30, processes=8) is first  # drained: handed out again
+    finally:
+        leftover.kill()
+        leftover.wait()
+        for slot in {*slots.free, *slots.draining, first, second} - {None}:
+            slot.remove()
+        server.remove()
