@@ -1,13 +1,15 @@
 """What a benchmark module imports: `Source` (the upstream file its rows come from) and helpers for its
 `prepare(row, index)`. Apart from the registry (pipeline_kit/benchmarks/), which loads the modules: loading one
-imports nothing that loads it again."""
+imports nothing that loads it again, nor a module named as a shipped benchmark's folder (`import math` would be
+datasets_registry/math where that folder is on sys.path: the two importing each other)."""
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass
 from typing import Any
+
+from pipeline_kit.grading.boxes import boxed_content  # noqa: F401  (a benchmark reads its answer with boxed_content)
 
 # json: one array of objects; csv: a header line, then one row per line; xml: every element named `rows` is a row
 # (its attributes and its child elements' text); parquet needs pyarrow
@@ -55,25 +57,6 @@ class Source:
         return ref if re.fullmatch(r"[0-9a-f]{40}", ref) else None
 
 
-def last_boxed(text: str) -> str | None:
-    """The contents of the last \\boxed{...} (or \\fbox{...}) in `text`, braces matched, or None if there is none."""
-    start = max(text.rfind("\\boxed"), text.rfind("\\fbox"))
-    if start < 0:
-        return None
-    brace = text.find("{", start)
-    if brace < 0:
-        return None
-    depth = 0
-    for i in range(brace, len(text)):
-        if text[i] == "{":
-            depth += 1
-        elif text[i] == "}":
-            depth -= 1
-            if depth == 0:
-                return text[brace + 1 : i]
-    return None
-
-
 def plain_number(value: Any) -> str:
     """A number as an answer string: 27.0 and '27.0' -> '27', '025' -> '25', 2.5 -> '2.5'."""
     text = str(value).strip()
@@ -81,7 +64,7 @@ def plain_number(value: Any) -> str:
         number = float(text)
     except ValueError as e:
         raise ValueError(f"answer {value!r} is not a number") from e
-    if math.isfinite(number) and number == int(number) and re.fullmatch(r"[-+]?\d+(\.0*)?", text):
+    if number.is_integer() and re.fullmatch(r"[-+]?\d+(\.0*)?", text):
         return str(int(number))
     return text
 
@@ -93,3 +76,12 @@ def aops_problem(url: str) -> tuple[int, str, int]:
     if not m:
         raise ValueError(f"url {url!r} is not an AoPS wiki problem page (.../YEAR_CONTEST_Problems/Problem_N)")
     return int(m.group(1)), f"{m.group(2)} {m.group(3)}", int(m.group(4))
+
+
+def __getattr__(name: str):
+    if name == "last_boxed":  # a benchmark module of before issue 36
+        raise ImportError(
+            "pipeline_kit.benchmark_helpers.last_boxed is now boxed_content(text, verbatim=True) (the same answer, "
+            "spaces kept); import that instead."
+        )
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -53,7 +53,8 @@ class JobFigures:
     submission to the job's start (None: unknown); `generation_s`: from the server answering to the last unit done
     (0 until one is; units are written as they finish, so a killed job keeps the units it finished);
     `units_done_before`: the units the job found done already and skipped (a rerun with every unit done has nothing
-    to do: no units, only this count)."""
+    to do: no units, only this count); `partition`: the Slurm partition of the job (of its server's component in a
+    heterogeneous job; '' elsewhere and in the files of an older kit), whose queue the wait was spent in."""
 
     server: ServerKey
     prompt: str
@@ -68,6 +69,7 @@ class JobFigures:
     element: str = ""  # $KIT_UNIT: the array element (or none/Docker array unit); "0" for a job without an array
     job_started_at: float | None = None  # epoch seconds ($KIT_JOB_START, else the client's own start)
     units_done_before: int = 0
+    partition: str = ""
 
     @property
     def nothing_to_do(self) -> bool:

@@ -1,118 +1,38 @@
-"""How many units each job of a generation runs (`--num_jobs=auto`): a cost model from measured or estimated server
-start-up and seconds per sample, the partition's time limit and the user's caps, and a FIFO queue model of wall time.
-Pure: no I/O, no heavy imports (the planner, `kit plan` and perf/simulate_packing.py use it alike)."""
+"""How many units each job of a generation runs (`--num_jobs=auto`): a cost model from measured or estimated figures
+(pipeline_kit.packing_figures), the partition's time limit and the user's caps, and a FIFO queue model of wall time
+on the free nodes; auto takes the fewest GPU-hours within --max_wall_ratio of the fastest plan's wall time. Pure:
+no I/O, no heavy imports (the planner, `kit plan` and perf/simulate_packing.py use it alike)."""
 
 from __future__ import annotations
 
 import heapq
 import math
-import statistics
 from dataclasses import dataclass, field
 
-from pipeline_kit.measurements import JobFigures
+from pipeline_kit.packing_figures import CostFigures
 
-# The estimate used where no job of this server has been measured; each is printed with the plan that uses it.
-STARTUP_FIXED_S = 120.0  # container start, imports, CUDA graphs / warm-up, before the weights count
-LOAD_BYTES_PER_S = 500e6  # reading the weights from a shared filesystem
-TOKENS_PER_S_PER_GPU = 400.0  # a batched server's total decode throughput, per GPU
-TOKENS_PER_S_CPU = 20.0  # a CPU-only server's
 TIME_MARGIN = 0.8  # a job plans to use at most this share of its time limit
-RECENT_JOBS = 5  # the measured figures are the median over this many last jobs
-
-
-@dataclass(frozen=True)
-class CostFigures:
-    """What a plan is computed from. `startup_s`: job start to server ready (0: a server kit does not start);
-    `seconds_per_sample` of one server at its request pool's concurrency (None: unknown); `samples_per_unit`: the
-    mean over the run's units (None: unknown); `gpus`/`nodes`: what one job holds (0 GPUs: a CPU-only server or
-    none); `source`: where the figures came from, in words; `assumptions`: the estimate's, one line each."""
-
-    startup_s: float
-    seconds_per_sample: float | None
-    samples_per_unit: float | None
-    gpus: int
-    nodes: int
-    source: str
-    assumptions: tuple[str, ...] = ()
-
-    @property
-    def unit_s(self) -> float | None:
-        """Seconds of generation per unit, or None when unknown."""
-        if self.seconds_per_sample is None or self.samples_per_unit is None:
-            return None
-        return self.seconds_per_sample * self.samples_per_unit
-
-
-def measured_figures(
-    jobs: list[JobFigures], samples_per_unit: float | None, gpus: int, nodes: int
-) -> CostFigures | None:
-    """The median start-up and seconds per sample over the last RECENT_JOBS measured jobs (oldest first, as
-    measurements.stored_figures gives them); samples per unit from those jobs' units when the caller has none."""
-    recent = [j for j in jobs if j.seconds_per_sample is not None][-RECENT_JOBS:]
-    if not recent:
-        return None
-    starts = [j.startup_s for j in recent if j.startup_s is not None]
-    startup = statistics.median(starts) if starts else 0.0
-    per_sample = statistics.median(j.seconds_per_sample for j in recent)
-    source = f"measured {len(recent)} time{'s' if len(recent) > 1 else ''} ({recent[-1].server.describe()})"
-    if samples_per_unit is None:
-        unit_samples = [u.samples for j in recent for u in j.units if u.samples]
-        samples_per_unit = statistics.median(unit_samples) if unit_samples else None
-        source += "; samples per unit from those jobs (the input is not readable here)" if unit_samples else ""
-    return CostFigures(startup, per_sample, samples_per_unit, gpus, nodes, source)
-
-
-def estimated_figures(
-    model_bytes: int | None,
-    gpus: int,
-    nodes: int,
-    tokens_per_sample: int,
-    samples_per_unit: float | None,
-    starts_server: bool = True,
-) -> CostFigures:
-    """The stated estimate where nothing was measured: start-up = STARTUP_FIXED_S + model bytes / LOAD_BYTES_PER_S;
-    seconds per sample = tokens_to_generate / (TOKENS_PER_S_PER_GPU x GPUs), or / TOKENS_PER_S_CPU without GPUs."""
-    if not starts_server:
-        why = "an external server: no start-up, no GPUs held; its speed unmeasured"
-        return CostFigures(0.0, None, samples_per_unit, 0, 1, "estimated", (why,))
-    total_gpus = gpus * nodes
-    rate = TOKENS_PER_S_PER_GPU * total_gpus if total_gpus else TOKENS_PER_S_CPU
-    loading = (model_bytes or 0) / LOAD_BYTES_PER_S
-    assumptions = [
-        f"start-up {STARTUP_FIXED_S:.0f} s + weights at {LOAD_BYTES_PER_S / 1e6:.0f} MB/s"
-        + (
-            f" ({model_bytes / 1e9:.3g} GB: {loading:.0f} s)"
-            if model_bytes
-            else " (model folder not readable here: 0 s)"
-        ),
-        f"{rate:.0f} tokens/s per server ("
-        + (f"{TOKENS_PER_S_PER_GPU:.0f} per GPU x {total_gpus}" if total_gpus else "a CPU-only server")
-        + f"), each sample the whole tokens_to_generate={tokens_per_sample}",
-    ]
-    if samples_per_unit is None:
-        assumptions.append("samples per unit unknown (the input is not readable here)")
-    return CostFigures(
-        STARTUP_FIXED_S + loading, tokens_per_sample / rate, samples_per_unit, gpus, nodes, "estimated",
-        tuple(assumptions),
-    )  # fmt: skip
+MAX_WALL_RATIO = 1.25  # auto: the fewest GPU-hours whose wall time is within this factor of the fastest plan's
 
 
 @dataclass(frozen=True)
 class PackingLimits:
-    """`max_startup_share`: start-up at most this share of each job's time; `max_jobs`: at most this many jobs
-    (None: up to one per unit); `time_limit_s`: the partition's (None: none known); `margin`: the share of it a job
-    plans to use."""
+    """`max_startup_share`: where the free nodes are unknown, start-up at most this share of each job's time;
+    `max_jobs`: at most this many jobs (None: up to one per unit); `time_limit_s`: the partition's (None: none
+    known); `margin`: the share of it a job plans to use; `max_wall_ratio`: where the free nodes are known, the
+    fewest GPU-hours whose wall time is within this factor of the fastest plan's."""
 
     max_startup_share: float = 0.1
     max_jobs: int | None = None
     time_limit_s: float | None = None
     margin: float = TIME_MARGIN
+    max_wall_ratio: float = MAX_WALL_RATIO
 
 
 def choose_units_per_job(units: int, figures: CostFigures, limits: PackingLimits) -> tuple[int, str]:
-    """Units per job and why. k_share = ceil(S (1 - s) / (s u)) makes start-up S at most share s of a job of k units
-    of u seconds; k_time = floor((margin T - S) / u) fits the time limit T; then jobs = ceil(units / k) is capped
-    by max_jobs (the cap wins over the time limit, and says so)."""
+    """Units per job and why, where the free nodes are unknown. k_share = ceil(S (1 - s) / (s u)) makes start-up S
+    at most share s of a job of k units of u seconds; k_time = floor((margin T - S) / u) fits the time limit T; then
+    jobs = ceil(units / k) is capped by max_jobs (the cap wins over the time limit, and says so)."""
     if units <= 1:
         return 1, "one unit"
     unit_s = figures.unit_s
@@ -140,18 +60,54 @@ def choose_units_per_job(units: int, figures: CostFigures, limits: PackingLimits
     return k, why
 
 
+def trade_wall_time(units: int, figures: CostFigures, limits: PackingLimits, nodes_free: int) -> tuple[int, int, str]:
+    """Jobs, the fastest plan's jobs, and why, on `nodes_free` free nodes (a single-node server with a start-up
+    and known seconds per unit). The candidates: each number of units per job k the caps allow (at least
+    units / max_jobs, at most what fits the time limit's margin), each with its fewest jobs ceil(units / k).
+    Their wall time is the queue wait plus the FIFO makespan; the fastest is the least (the fewer jobs on a tie);
+    the choice is the fewest jobs, so the fewest GPU-hours (start-up is paid once per job), whose wall time is
+    within max_wall_ratio of the fastest's."""
+    unit_s = figures.unit_s
+    k_low = -(-units // limits.max_jobs) if limits.max_jobs else 1
+    k_high, fit = units, ""
+    if limits.time_limit_s is not None:
+        fits = math.floor((limits.margin * limits.time_limit_s - figures.startup_s) / unit_s)
+        k_high = min(units, max(fits, 1))
+        if fits < 1:
+            fit = f"; a unit does not fit {limits.margin:.0%} of the time limit"
+    if k_low > k_high:  # the cap wins over the time limit, and says so
+        jobs = -(-units // k_low)
+        return jobs, jobs, f"--max_jobs={limits.max_jobs}"
+    candidates = sorted({-(-units // k) for k in range(k_low, k_high + 1)})
+    walls = {jobs: plan_wall_s(units, figures, jobs, nodes_free) for jobs in candidates}
+    fastest = min(candidates, key=lambda jobs: (walls[jobs], jobs))
+    bound = limits.max_wall_ratio * walls[fastest] * (1 + 1e-9)
+    chosen = min(jobs for jobs in candidates if walls[jobs] <= bound)
+    return chosen, fastest, f"the fewest GPU-hours within {limits.max_wall_ratio:g}x the fastest plan's wall time{fit}"
+
+
+def plan_wall_s(units: int, figures: CostFigures, jobs: int, nodes_free: int) -> float:
+    """Queue wait + the FIFO makespan of `units` split over `jobs` jobs (shares differing by at most one, the
+    larger first) on `nodes_free` nodes."""
+    small, extra = divmod(units, jobs)
+    durations = [figures.startup_s + (small + (i < extra)) * figures.unit_s for i in range(jobs)]
+    return figures.queue_wait_s + makespan(durations, figures.nodes, nodes_free)
+
+
 @dataclass(frozen=True)
 class PackingPlan:
-    """`jobs` jobs over `units` units (shares differing by at most one), with the costs that follow."""
+    """`jobs` jobs over `units` units (shares differing by at most one), with the costs that follow;
+    `fastest_jobs`: the fastest plan's jobs where auto traded GPU-hours for wall time (None elsewhere)."""
 
     units: int
     jobs: int
     figures: CostFigures
     reason: str
     nodes_free: int | None = None  # None: as many as the jobs need
-    nodes_source: str = ""  # where nodes_free came from, in words
+    nodes_source: str = ""  # where nodes_free came from, or the assumption made without it, in words
     time_limit_s: float | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
+    fastest_jobs: int | None = None
 
     @property
     def units_per_job(self) -> int:
@@ -174,16 +130,23 @@ class PackingPlan:
     def startup_hours(self, jobs: int | None = None) -> float:
         return (jobs or self.jobs) * self.figures.startup_s * self.rate / 3600
 
+    def gpu_hours(self, jobs: int | None = None) -> float | None:
+        """Start-up + generation hours of `jobs` jobs (default: the plan's); None when unknown."""
+        generation = self.generation_hours()
+        return None if generation is None else self.startup_hours(jobs) + generation
+
     def generation_hours(self) -> float | None:
         unit_s = self.figures.unit_s
         return None if unit_s is None else self.units * unit_s * self.rate / 3600
 
     def wall_s(self, jobs: int | None = None, nodes_free: int | None = None) -> float | None:
+        """Queue wait + makespan of `jobs` jobs (default: the plan's) on `nodes_free` nodes (default: the plan's,
+        else as many as the jobs need); None when the seconds per unit are unknown."""
         durations = self.durations(jobs)
         if durations is None:
             return None
         free = nodes_free or self.nodes_free or len(durations) * self.figures.nodes
-        return makespan(durations, self.figures.nodes, free)
+        return self.figures.queue_wait_s + makespan(durations, self.figures.nodes, free)
 
 
 def plan_packing(
@@ -194,20 +157,36 @@ def plan_packing(
     nodes_free: int | None = None,
     notes: tuple[str, ...] = (),
 ) -> PackingPlan:
-    """`jobs` given (--num_jobs=N, or 1 on none/Docker): the costs of that packing; None: chosen here."""
+    """`jobs` given (--num_jobs=N, or 1 on none/Docker): the costs of that packing; None: chosen here, trading
+    GPU-hours for wall time on `nodes_free` free nodes (trade_wall_time), or where they are unknown (None) by the
+    start-up share and the time limit (choose_units_per_job)."""
+    fastest = None
     if jobs is not None:
         jobs, reason = max(min(jobs, units), 1), "as given"
+    elif nodes_free is not None and _tradable(units, figures):
+        jobs, fastest, why = trade_wall_time(units, figures, limits, nodes_free)
+        reason = f"auto: {why}"
     else:
         k, why = choose_units_per_job(units, figures, limits)
         jobs, reason = -(-units // k), f"auto: {why}"
     return PackingPlan(
-        units, jobs, figures, reason, nodes_free=nodes_free, time_limit_s=limits.time_limit_s, notes=notes
-    )
+        units, jobs, figures, reason, nodes_free=nodes_free, time_limit_s=limits.time_limit_s, notes=notes,
+        fastest_jobs=fastest,
+    )  # fmt: skip
+
+
+def _tradable(units: int, figures: CostFigures) -> bool:
+    """Whether the packing changes wall time against GPU-hours: several units, a single-node server with a
+    start-up to share, and known seconds per unit (elsewhere choose_units_per_job says why it keeps one way)."""
+    unit_s = figures.unit_s
+    return units > 1 and figures.nodes == 1 and figures.startup_s > 0 and unit_s is not None and unit_s > 0
 
 
 def makespan(durations: list[float], nodes_per_job: int, nodes_free: int) -> float:
     """Wall time of jobs started first come, first served as nodes free up (each holds `nodes_per_job` nodes until
     it ends), on `nodes_free` nodes; queue waits from other users' jobs are not counted."""
+    if len(durations) * nodes_per_job <= nodes_free:
+        return max(durations, default=0.0)  # every job starts at once
     free, now, running, end = max(nodes_free, nodes_per_job), 0.0, [], 0.0
     for duration in durations:
         while free < nodes_per_job:
@@ -219,40 +198,38 @@ def makespan(durations: list[float], nodes_per_job: int, nodes_free: int) -> flo
     return end
 
 
-def given_figures(
-    startup_min: float, tokens_per_s: float, problems_per_unit: int, tokens_per_problem: int, gpus: int
-) -> CostFigures:
-    """Figures as `kit plan simulate` and perf/simulate_packing.py take them: one node per job."""
-    return CostFigures(startup_min * 60, tokens_per_problem / tokens_per_s, problems_per_unit, gpus, 1, "given")
-
-
 def simulation_table(units: int, figures: CostFigures, limits: PackingLimits, nodes_free: list[int]) -> list[str]:
-    """One job, auto and one unit per job at each number of free nodes: jobs, GPU-hours, wall time (the FIFO queue
-    model), and both against one unit per job; a Markdown table."""
-    auto = plan_packing(units, figures, limits)
+    """One job, auto, the fastest plan and one unit per job at each number of free nodes: jobs, GPU-hours, wall time
+    (queue wait + the FIFO makespan), against one unit per job and against the fastest plan; a Markdown table."""
     lines = [
         f"{units} units of {figures.samples_per_unit:g} problems at {figures.seconds_per_sample:.3g} s per problem "
         f"({figures.unit_s:.0f} s per unit), start-up {figures.startup_s / 60:g} min, {_count(figures.gpus, 'GPU')} "
-        f"per job, time limit {_duration(limits.time_limit_s) if limits.time_limit_s else 'none'}; auto: "
-        f"{auto.units_per_job} units per job ({auto.reason.removeprefix('auto: ')})",
+        f"per job, time limit {_duration(limits.time_limit_s) if limits.time_limit_s else 'none'}, queue wait "
+        f"{_duration(figures.queue_wait_s)}; auto: the fewest GPU-hours within {limits.max_wall_ratio:g}x the "
+        "fastest plan's wall time",
         "",
-        "| free nodes | packing | jobs | units/job | GPU-hours (start-up + generation) | wall time | vs one unit per job |",
-        "|---|---|---|---|---|---|---|",
+        "| free nodes | packing | jobs | units/job | GPU-hours (start-up + generation) | wall time "
+        "| vs one unit per job | vs the fastest |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for free in nodes_free:
         baseline = plan_packing(units, figures, limits, jobs=units, nodes_free=free)
-        base_hours, base_wall = baseline.startup_hours() + baseline.generation_hours(), baseline.wall_s()
+        auto = plan_packing(units, figures, limits, nodes_free=free)
+        fastest = plan_packing(units, figures, limits, jobs=auto.fastest_jobs or auto.jobs, nodes_free=free)
+        base_hours, base_wall, fastest_wall = baseline.gpu_hours(), baseline.wall_s(), fastest.wall_s()
         for name, plan in (
             ("1 job", plan_packing(units, figures, limits, jobs=1, nodes_free=free)),
-            ("auto", plan_packing(units, figures, limits, nodes_free=free)),
+            ("**auto**", auto),
+            ("fastest", fastest),
             (f"{units} jobs", baseline),
         ):
-            startup, generation, wall = plan.startup_hours(), plan.generation_hours(), plan.wall_s()
+            startup, hours, wall = plan.startup_hours(), plan.gpu_hours(), plan.wall_s()
             over = limits.time_limit_s and max(plan.durations()) > limits.time_limit_s
             lines.append(
-                f"| {free} | {name} | {plan.jobs} | {plan.units_per_job} | {startup + generation:,.0f} "
-                f"({startup:,.0f} + {generation:,.0f}) | {wall / 3600:.2f} h{' (over the time limit)' if over else ''} "
-                f"| {(startup + generation) / base_hours - 1:+.0%} GPU-hours, {wall / base_wall:.2f}x wall |"
+                f"| {free} | {name} | {plan.jobs} | {plan.units_per_job} | {hours:,.0f} "
+                f"({startup:,.0f} + {hours - startup:,.0f}) | {wall / 3600:.2f} h"
+                f"{' (over the time limit)' if over else ''} | {hours / base_hours - 1:+.0%} GPU-hours, "
+                f"{wall / base_wall:.2f}x wall | {wall / fastest_wall:.2f}x wall |"
             )
     return lines
 
@@ -260,13 +237,9 @@ def simulation_table(units: int, figures: CostFigures, limits: PackingLimits, no
 def describe(plan: PackingPlan, prefix: str = "plan: ") -> list[str]:
     """The lines `kit plan` prints and every --dry_run of generate/eval starts with."""
     shown = "GPU-hours"
-    small, extra = divmod(plan.units, plan.jobs)
-    per_job = " or ".join(
-        str(n) for n in ([small + 1] if extra else []) + ([small] if small and plan.jobs > extra else [])
-    )
     lines = [
         f"{_count(plan.units, 'unit')} in {_count(plan.jobs, 'job')}"
-        + (f" of {per_job} units" if plan.jobs > 1 and plan.units > plan.jobs else "")
+        + (f" of {_per_job(plan.units, plan.jobs)} units" if plan.jobs > 1 and plan.units > plan.jobs else "")
         + f" ({plan.reason})"
     ]
     gen = plan.generation_hours()
@@ -282,12 +255,29 @@ def describe(plan: PackingPlan, prefix: str = "plan: ") -> list[str]:
     if wall is None:
         lines.append("expected wall time: unknown (so are the seconds per unit)")
     else:
+        nodes = f" ({plan.nodes_source})" if plan.nodes_source else ""
+        queue, waited = plan.figures.queue_source, plan.figures.queue_wait_s
         lines.append(
             f"expected wall time: {_duration(wall)} on {free} free node{'s' if free > 1 else ''}"
-            + (f" ({plan.nodes_source})" if plan.nodes_source else "" if plan.nodes_free else " (as many as the jobs)")
+            + (nodes if plan.nodes_free else " (as many as the jobs)")
+            + (f", queue wait {_duration(waited)} included ({queue})" if waited else f", {queue}" if queue else "")
             + f"; longest job {_duration(max(plan.durations()))}"
             + (f" of a {_duration(plan.time_limit_s)} limit" if plan.time_limit_s else "")
         )  # fmt: skip
+    if plan.nodes_free is None and plan.nodes_source and wall is not None:
+        lines.append(
+            f"free nodes unknown ({plan.nodes_source}): the wall time is for as many nodes as the jobs"
+            + (
+                ", and auto packs by the start-up share and the time limit; --nodes_free=N trades GPU-hours for "
+                "wall time"
+                if plan.reason.startswith("auto")
+                else "; --nodes_free=N plans for another number"
+            )
+        )
+    if plan.fastest_jobs is not None and wall is not None:
+        fastest_wall = plan.wall_s(plan.fastest_jobs)
+        lines.append(f"chosen:  {_packing(plan, plan.jobs)} ({wall / fastest_wall:.2f}x the fastest plan's wall time)")
+        lines.append(f"fastest: {_packing(plan, plan.fastest_jobs)}")
     label = "node-hours" if cpu else shown
     if gen is not None and plan.jobs < plan.units:
         one = plan.startup_hours(plan.units) + gen
@@ -302,6 +292,22 @@ def describe(plan: PackingPlan, prefix: str = "plan: ") -> list[str]:
     lines += [f"  assumed: {a}" for a in plan.figures.assumptions]
     lines += list(plan.notes)
     return [prefix + line for line in lines]
+
+
+def _packing(plan: PackingPlan, jobs: int) -> str:
+    """One packing of the plan's units in a line: jobs, units per job, GPU-hours, wall time."""
+    label = "node-hours" if plan.figures.gpus == 0 else "GPU-hours"
+    return (
+        f"{_count(jobs, 'job')} of {_per_job(plan.units, jobs)} unit{'s' if plan.units > jobs else ''}, "
+        f"{_hours(plan.gpu_hours(jobs))} {label}, "
+        f"wall time {_duration(plan.wall_s(jobs))}"
+    )
+
+
+def _per_job(units: int, jobs: int) -> str:
+    """The units each of `jobs` jobs runs: '20', or '62 or 61' where the shares differ by one."""
+    small, extra = divmod(units, jobs)
+    return " or ".join(str(n) for n in ([small + 1] if extra else []) + ([small] if small and jobs > extra else []))
 
 
 def _count(n: int, noun: str) -> str:

@@ -265,3 +265,23 @@ def test_a_prepared_file_whose_rows_changed_is_refused_before_anything_is_queued
     assert not out.exists()
     (data / "arith" / "test.meta.json").unlink()  # as it says: evaluate the file as it is
     assert "holds 49 rows" not in kit(*argv, "--dry_run").stderr
+
+
+def test_grade_overrides_reach_the_grading_command_and_a_typo_is_one_line(kit, configs, tmp_path):
+    """`kit eval ++grade.timeout=30`: the grading step's command line gets --timeout=30 (generation does not see it);
+    an unknown grading key stops the run before anything is queued, as any unknown ++key does."""
+    d = configs("local", "executor: none\njob_dir: JOB_DIR\n")
+    data = tmp_path / "data"
+    assert kit("prepare_data", "arith", f"--data_dir={data}").returncode == 0
+    argv = [
+        "eval", "--cluster=local", f"--config_dir={d}", "--server_type=openai", "--server_address=http://127.0.0.1:9/v1",
+        "--model=m", f"--output_dir={tmp_path / 'out'}", f"--data_dir={data}", "--benchmarks=arith:2",
+    ]  # fmt: skip
+    res = kit(*argv, "++grade.timeout=30", "--dry_run")
+    assert res.returncode == 0, res.stderr
+    assert '-m pipeline_kit.grading.grade "$KIT_OUTPUT_FILE" --extract=boxed --timeout=30' in res.stdout
+    assert "++grade" not in res.stdout and "++timeout" not in res.stdout
+    res = kit(*argv, "++grade.tolerance=1e-6")
+    assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
+    assert "++grade.tolerance: grading has no such setting; known: ++grade.timeout, ++grade.workers." in res.stderr
+    assert not (tmp_path / "out").exists()

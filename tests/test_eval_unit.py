@@ -54,6 +54,28 @@ def test_grading_command_takes_each_benchmarks_extraction_mode_or_the_flag(tmp_p
     assert spec.generate_spec(BenchmarkRequest("arith")).postprocess_cmd == f"{GRADE_COMMAND} --extract=auto"
 
 
+def test_grade_overrides_go_to_the_grading_step_checked(tmp_path):
+    """`kit eval ++grade.KEY=VALUE` sets the grading step's --KEY=VALUE (docs/generation/index.md); the rest goes to
+    generation; an unknown grading key or a bad value is one line before anything is planned."""
+    from pipeline_kit.jobs.evaluate import GRADE_COMMAND, EvalSpec
+    from pipeline_kit.servers.base import ServerSpec
+
+    server = ServerSpec("openai", "m", address="http://127.0.0.1:9/v1")
+    given = ("++inference.temperature=0.7", "++grade.timeout=30", "++grade.workers=0")
+    gen = EvalSpec(server, [], str(tmp_path), overrides=given).generate_spec(BenchmarkRequest("arith"))
+    assert gen.postprocess_cmd == f"{GRADE_COMMAND} --extract=boxed --timeout=30 --workers=0"
+    assert "++inference.temperature=0.7" in gen.overrides and not any("grade" in o for o in gen.overrides)
+    for bad, needle in [
+        ("++grade.tolerance=1e-6", "++grade.tolerance: grading has no such setting; known: ++grade.timeout, "),
+        ("++grade.timeout=soon", "++grade.timeout=soon: not a float."),
+        ("++grade.timeout=-1", "--timeout must be a positive number of seconds, got -1.0."),
+        ("++grde.timeout=1", "Did you mean 'grade'"),
+    ]:
+        with pytest.raises(UserError) as e:
+            EvalSpec(server, [], str(tmp_path), overrides=(bad,)).generate_spec(BenchmarkRequest("arith"))
+        assert needle in str(e.value) and "\n" not in str(e.value), str(e.value)
+
+
 def test_genselect_runs_after_every_generation_succeeded_and_the_summary_after_all(tmp_path):
     """--genselect on Slurm, packed into 2 generation jobs each chained once (--dependent_jobs=1): one GenSelect job
     (one server, every benchmark's picks) waits afterok for the last copy of the chain; the summary waits for

@@ -115,6 +115,29 @@ def test_last_boxed_keeps_the_command():
     assert last_boxed("escaped \\boxed{\\{a\\}}") == "\\boxed{\\{a\\}}"
 
 
+def test_boxed_content_for_the_grader_and_for_a_benchmark_reference_answer():
+    """One reading of the last box for both its callers: the grader (stripped) and a benchmark's prepare(), which
+    reads the reference answer from a solution as upstream writes it (verbatim: spaces kept, so the pinned
+    fingerprints of math and minerva_math hold). Nested boxes, \\fbox, escaped braces and a cut-off box alike."""
+    cases = [  # (text, grader's, the reference answer)
+        ("so $\\boxed{ \\frac{1}{8}}$.", "\\frac{1}{8}", " \\frac{1}{8}"),
+        ("a \\boxed{1} then \\fbox{2 } end", "2", "2 "),
+        ("\\boxed{\\boxed{7}}", "\\boxed{7}", "\\boxed{7}"),  # the outer box holds the answer
+        ("escaped \\boxed{\\{a\\}}", "\\{a\\}", "\\{a\\}"),
+        ("\\boxed{3} then \\boxed{\\frac{1}{", None, None),  # cut off: no answer, not the earlier 3
+        ("an empty \\boxed{ }", None, None),
+        ("no box", None, None),
+    ]
+    for text, grader, reference in cases:
+        assert boxed_content(text) == grader, text
+        assert boxed_content(text, verbatim=True) == reference, text
+
+
+def test_a_benchmark_module_of_before_gets_the_new_name():
+    with pytest.raises(ImportError, match=r"last_boxed is now boxed_content\(text, verbatim=True\)"):
+        from pipeline_kit.benchmark_helpers import last_boxed  # noqa: F401
+
+
 @pytest.mark.parametrize(
     ("text", "letter"),
     [

@@ -30,7 +30,8 @@ from conftest import (
     skip_or_fail,
 )
 
-from pipeline_kit.launch import monitor
+from pipeline_kit.launch import slurm_states
+from pipeline_kit.launch.job_states import SLURM_FAILURES
 from pipeline_kit.launch.records import JobRecord
 
 TO_REQUEST = re.compile(r"already done, (\d+) to request")  # a unit's first line in a client log
@@ -304,19 +305,19 @@ def test_kit_status_shows_why_slurm_ended_a_job(monkeypatch):
     """sacct's NODE_FAIL (and TIMEOUT, OUT_OF_MEMORY, ...) is FAILED with Slurm's reason: on the failed array unit's
     line and as the job's reason; a script's own failure (FAILED) has no such reason."""
     out = "7_0|COMPLETED\n7_1|NODE_FAIL\n7_2|FAILED\n8|TIMEOUT\n9+0|OUT_OF_MEMORY\n9+1|CANCELLED by 0\n10|FAILED\n"
-    monkeypatch.setattr(monitor, "remote_run", lambda cluster, cmd, check=True: type("P", (), {"stdout": out}))
-    rows = monitor.slurm_rows(None, ["7", "8", "9", "10"])
+    monkeypatch.setattr(slurm_states, "remote_run", lambda cluster, cmd, check=True: type("P", (), {"stdout": out}))
+    rows = slurm_states.slurm_rows(None, ["7", "8", "9", "10"])
     assert rows["7_1"] == "FAILED" and rows["7_1"].word == "NODE_FAIL"  # FAILED wherever kit compares states
 
-    array = monitor._slurm_status(None, JobRecord("gen", "t", ["g"], 3, slurm_ids=["7"]), rows)
+    array = slurm_states.slurm_status(None, JobRecord("gen", "t", ["g"], 3, slurm_ids=["7"]), rows)
     assert array.state == "FAILED"
-    assert array.failed_units == {1: f"FAILED (NODE_FAIL: {monitor.SLURM_FAILURES['NODE_FAIL']})", 2: "FAILED"}
+    assert array.failed_units == {1: f"FAILED (NODE_FAIL: {SLURM_FAILURES['NODE_FAIL']})", 2: "FAILED"}
     assert array.reason == f"unit 1: {array.failed_units[1]}"
-    timeout = monitor._slurm_status(None, JobRecord("train", "t", ["g"], slurm_ids=["8"]), rows)
+    timeout = slurm_states.slurm_status(None, JobRecord("train", "t", ["g"], slurm_ids=["8"]), rows)
     assert (timeout.state, timeout.reason) == ("FAILED", "FAILED (TIMEOUT: it reached its time limit)")
-    het = monitor._slurm_status(None, JobRecord("het", "t", ["a", "b"], slurm_ids=["9"]), rows)
+    het = slurm_states.slurm_status(None, JobRecord("het", "t", ["a", "b"], slurm_ids=["9"]), rows)
     assert het.reason.startswith("FAILED (OUT_OF_MEMORY: ")
-    assert monitor._slurm_status(None, JobRecord("own", "t", ["g"], slurm_ids=["10"]), rows).reason == ""
+    assert slurm_states.slurm_status(None, JobRecord("own", "t", ["g"], slurm_ids=["10"]), rows).reason == ""
 
 
 def test_sbatch_kwargs_true_is_a_flag_without_a_value():

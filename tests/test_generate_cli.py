@@ -183,7 +183,9 @@ def test_the_server_runs_on_kits_python_else_the_error_names_the_variable(kit, n
     res = kit("generate", *base, env={"KIT_SERVER_PYTHON": "/opt/vllm/bin/python"})
     assert res.returncode == 0 and '"${KIT_SERVER_PYTHON:-python3}" -m vllm.entrypoints' in res.stdout, res.stderr
     res = kit("generate", *base, "--server_type=transformers", env={"KIT_SERVER_PYTHON": None})
-    python = re.search(r'"\$\{KIT_SERVER_PYTHON:-(\S+)\}" -m pipeline_kit.servers.transformers_serve', res.stdout)
+    python = re.search(
+        r'"\$\{KIT_SERVER_PYTHON:-(\S+)\}" -m pipeline_kit.servers.transformers_seeded_serve', res.stdout
+    )
     assert res.returncode == 0 and python and Path(python[1]).parent == BIN, res.stdout + res.stderr
 
 

@@ -25,7 +25,8 @@ import importlib.util, json, sys
 from pipeline_kit.cli.main import main
 rc = main(sys.argv[1:])
 imported = sorted(m for m in HEAVY if m in sys.modules)
-print("KIT_PROBE " + json.dumps({"rc": rc, "imported": imported, "torch_findable": bool(importlib.util.find_spec("torch"))}))
+print("KIT_PROBE " + json.dumps({"rc": rc, "imported": imported, "torch_findable": bool(importlib.util.find_spec("torch")),
+                                 "nemo_run": "nemo_run" in sys.modules}))
 """
 
 
@@ -66,13 +67,17 @@ def test_generate_dry_run_on_slurm_imports_no_ml_library(configs, user_repo, tmp
     gen = ["generate", "--cluster=slurm", f"--config_dir={d}", "--model=/m", "--server_gpus=1"]
     gen += ["--input_file=/data/in.jsonl", "--output_dir=/out", "--num_chunks=4", "--num_random_seeds=2", "--dry_run"]
     gen += ["++prompt_config=generic/math", "++inference.temperature=0.7", "++max_concurrent_requests=64"]
-    assert_nothing_heavy(kit_in_process(tmp_path, user_repo, *gen))
+    result = kit_in_process(tmp_path, user_repo, *gen)
+    assert_nothing_heavy(result)
+    assert not result["nemo_run"], "a Slurm dry run renders its sbatch scripts without nemo-run (sbatch_render.py)"
 
 
 def test_local_run_imports_no_ml_library(configs, user_repo, tmp_path):
     d = configs("local0", "executor: none\njob_dir: JOB_DIR\n")
     run = ["run_cmd", "--cluster=local0", f"--config_dir={d}", "--expname=noimports", "--command=true"]
-    assert_nothing_heavy(kit_in_process(tmp_path, user_repo, *run))
+    result = kit_in_process(tmp_path, user_repo, *run)
+    assert_nothing_heavy(result)
+    assert not result["nemo_run"], "none starts its jobs itself (launch/detached.py)"
 
 
 @pytest.mark.slurm

@@ -71,6 +71,16 @@ def test_shipped_benchmark_modules_import_only_the_helpers_of_kit():
             assert all(n == "pipeline_kit.benchmark_helpers" for n in kit), f"{path}: imports {kit}"
 
 
+def test_benchmark_helpers_import_no_module_named_as_a_benchmark_folder():
+    """`import math` in benchmark_helpers is datasets_registry/math where that folder is on sys.path, which imports
+    benchmark_helpers: the two would import each other. The helpers import no name of a shipped benchmark's folder."""
+    folders = {p.parent.name for p in (ROOT / "datasets_registry").glob("*/__init__.py")}
+    tree = ast.parse((ROOT / "pipeline_kit" / "benchmark_helpers.py").read_text())
+    names = {a.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import) for a in node.names}
+    names |= {(n.module or "").split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    assert "math" in folders and not names & folders, names & folders
+
+
 # Imports inside functions (docs/architecture.md, "Imports inside functions"): each keeps a third-party library out of
 # modules that do not need it (heavy to import, or in an extra the process may not have), loads a CLI command's
 # implementation only when it runs, or says why on its line (`# lazy: <reason>`).

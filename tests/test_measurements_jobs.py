@@ -16,7 +16,7 @@ from types import SimpleNamespace
 from conftest import generate_config, problems, stub_server_type
 
 from pipeline_kit.inference.job_figures import FiguresRecorder
-from pipeline_kit.launch import monitor
+from pipeline_kit.launch import figures as launch_figures
 from pipeline_kit.launch.records import ExperimentRecord, JobRecord
 from pipeline_kit.measurements import (
     JobFigures,
@@ -135,6 +135,7 @@ def test_a_job_killed_mid_run_keeps_the_figures_of_the_units_it_finished(stub, t
     inp = problems(tmp_path, 8)  # 4 units of 2 rows, one request at a time: 0.4 s per unit
     started = time.time() - 5  # the server (its log says kit started it) took 5 s and more to answer
     env = job_env(tmp_path, started, submitted=started - 2)
+    env |= {"SLURM_JOB_PARTITION": "cpu", "SLURM_JOB_PARTITION_HET_GROUP_0": "gpu"}  # a het job's client, in cpu
     argv = generation(server, inp, tmp_path / "out", "++max_concurrent_requests=1", f"++server.server_log={tmp_path}/s")
     proc = subprocess.Popen(argv, env=env, stderr=subprocess.PIPE)
     path = figures_file(tmp_path / "logs", "gen", "3")
@@ -151,6 +152,7 @@ def test_a_job_killed_mid_run_keeps_the_figures_of_the_units_it_finished(stub, t
     assert kept.server == ServerKey("stub", "vllm", 8, 1) and kept.max_concurrent_requests == 1
     assert kept.startup_s >= 5 and kept.queue_wait_s == 2.0 and kept.generation_s >= 0.8
     assert (kept.expname, kept.job, kept.element, kept.job_started_at) == ("exp", "gen", "3", round(started, 3))
+    assert kept.partition == "gpu"  # the server's component: the queue the job waited in
 
     # the rest, by a second client of the same job (as kit eval runs its benchmarks in turn): its own file, and no
     # start-up (the first one paid it)
@@ -216,8 +218,8 @@ def test_status_reads_the_figures_of_a_remote_log_folder_over_ssh(tmp_path, monk
         ran.append(command)
         return subprocess.run(["bash", "-c", command], capture_output=True, text=True)
 
-    monkeypatch.setattr(monitor, "remote_run", remote_run)
+    monkeypatch.setattr(launch_figures, "remote_run", remote_run)
     record = ExperimentRecord("exp", "run1", "slurm", str(log_dir), jobs=[JobRecord("gen", "t", ["g"], 3)])
-    found = monitor.job_figures(SimpleNamespace(ssh_tunnel=object()), record)
+    found = launch_figures.job_figures(SimpleNamespace(ssh_tunnel=object()), record)
     assert len(ran) == 1 and [f.element for f in found["gen"]] == ["2", "2.2", "10"]
-    assert found == monitor.job_figures(SimpleNamespace(ssh_tunnel=None), record)  # as read here
+    assert found == launch_figures.job_figures(SimpleNamespace(ssh_tunnel=None), record)  # as read here

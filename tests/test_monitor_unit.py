@@ -8,9 +8,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from pipeline_kit.launch import monitor
-from pipeline_kit.launch.monitor import _slurm_status, array_units, wait_for_states
+from pipeline_kit.launch import cancel, job_status, slurm_states
+from pipeline_kit.launch.job_status import wait_for_states
 from pipeline_kit.launch.records import ExperimentRecord, JobRecord
+from pipeline_kit.launch.slurm_states import array_units, slurm_status
 
 # what `sacct -n -P -X -o JobID,State` prints, as slurm_rows maps it
 SACCT_STATE = {"COMPLETED": "SUCCEEDED", "FAILED": "FAILED", "CANCELLED by 0": "CANCELLED", "PENDING": "PENDING"}
@@ -18,7 +19,7 @@ SACCT_STATE = {"COMPLETED": "SUCCEEDED", "FAILED": "FAILED", "CANCELLED by 0": "
 
 def status(rows: dict[str, str], array_size: int | None = None, ids=("123",), offsets=()):
     job = JobRecord("j", "t", ["g"], array_size, slurm_ids=list(ids), unit_offsets=list(offsets))
-    return _slurm_status(None, job, rows)
+    return slurm_status(None, job, rows)
 
 
 @pytest.mark.parametrize(
@@ -101,8 +102,8 @@ def test_plain_and_het_jobs():
 
 def test_slurm_rows_parses_sacct_output(monkeypatch):
     out = "123_[0-7]|CANCELLED by 0\n124_0|COMPLETED\n124_1|FAILED\n125+0|PENDING\n126|OUT_OF_MEMORY\n"
-    monkeypatch.setattr(monitor, "remote_run", lambda cluster, cmd, check=True: type("P", (), {"stdout": out}))
-    assert monitor.slurm_rows(None, ["123"]) == {
+    monkeypatch.setattr(slurm_states, "remote_run", lambda cluster, cmd, check=True: type("P", (), {"stdout": out}))
+    assert slurm_states.slurm_rows(None, ["123"]) == {
         "123_[0-7]": "CANCELLED",
         "124_0": "SUCCEEDED",
         "124_1": "FAILED",
@@ -128,9 +129,9 @@ def fake_slurm(monkeypatch):
         if callable(fake.get("tick")):
             fake["tick"](fake)
 
-    monkeypatch.setattr(monitor, "slurm_rows", rows)
-    monkeypatch.setattr(monitor, "squeue_known", lambda cluster, ids: fake["queued"] & set(ids))
-    monkeypatch.setattr(monitor, "time", SimpleNamespace(monotonic=lambda: fake["now"], sleep=sleep))
+    monkeypatch.setattr(slurm_states, "slurm_rows", rows)
+    monkeypatch.setattr(slurm_states, "squeue_known", lambda cluster, ids: fake["queued"] & set(ids))
+    monkeypatch.setattr(job_status, "time", SimpleNamespace(monotonic=lambda: fake["now"], sleep=sleep))
     return fake
 
 
@@ -197,7 +198,7 @@ def test_wait_lost_counts_from_when_the_job_was_last_seen(fake_slurm):
 def test_cancel_acts_only_on_jobs_that_have_not_ended(fake_slurm, monkeypatch):
     """scancel names only the jobs still pending or running; cancel() lists only those (never one that ended)."""
     sent = []
-    monkeypatch.setattr(monitor, "remote_run", lambda cluster, cmd, **kw: sent.append(cmd))
+    monkeypatch.setattr(cancel, "remote_run", lambda cluster, cmd, **kw: sent.append(cmd))
     fake_slurm["rows"] = {"1": "SUCCEEDED", "2": "FAILED", "3": "RUNNING", "4_0": "SUCCEEDED", "4_[1-3]": "PENDING"}
     rec = record(
         JobRecord("done", "t", ["g"], slurm_ids=["1"]),
@@ -206,9 +207,9 @@ def test_cancel_acts_only_on_jobs_that_have_not_ended(fake_slurm, monkeypatch):
         JobRecord("array", "t", ["g"], 4, slurm_ids=["4"]),
         JobRecord("queued", "t", ["g"], slurm_ids=["5"]),  # accounting does not list it yet: it may still run
     )
-    assert monitor.cancel_experiment(CLUSTER, rec) == ["busy", "array", "queued"]
+    assert cancel.cancel_experiment(CLUSTER, rec) == ["busy", "array", "queued"]
     assert sent == ["scancel 3 4 5"]
     sent.clear()
     fake_slurm["rows"] = {"1": "SUCCEEDED", "2": "FAILED"}
-    assert monitor.cancel_experiment(CLUSTER, record(*rec.jobs[:2])) == []
+    assert cancel.cancel_experiment(CLUSTER, record(*rec.jobs[:2])) == []
     assert sent == []  # nothing to cancel: no scancel at all

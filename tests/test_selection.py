@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from pipeline_kit.selection.voting import Candidate, groups, logprob_weight, majority, weighted
+from pipeline_kit.selection.voting import Candidate, equivalent_majority, groups, logprob_weight, weighted
 
 
 def cands(*answers, weights=None):
@@ -17,14 +17,14 @@ def cands(*answers, weights=None):
 
 def test_equivalent_answers_are_one_vote():
     # 1/2 three ways (3 votes) beats 3 given twice; plain string counting would pick 3
-    picked = majority(cands("3", "\\frac{1}{2}", "0.5", "3", "1/2"))
+    picked = equivalent_majority(cands("3", "\\frac{1}{2}", "0.5", "3", "1/2"))
     assert picked.candidate.index == 1 and picked.candidate.answer == "\\frac{1}{2}" and picked.votes == 3
     assert [[c.index for c in g] for g in groups(cands("3", "\\frac{1}{2}", "0.5", "3", "1/2"))] == [[0, 3], [1, 2, 4]]
 
 
 def test_a_tie_goes_to_the_earliest_group_and_no_answer_never_wins():
-    assert majority(cands(None, "7", "8", "8", "7", None)).candidate.index == 1
-    assert majority(cands(None, None)) is None
+    assert equivalent_majority(cands(None, "7", "8", "8", "7", None)).candidate.index == 1
+    assert equivalent_majority(cands(None, None)) is None
 
 
 def test_weighted_vote_sums_scores_per_group():

@@ -41,7 +41,7 @@ PROGRAMS = {
     "sglang": {"sglang.launch_server": "sglang"},
     "trtllm": {"trtllm-serve": "trtllm"},
     "transformers": {
-        "pipeline_kit.servers.transformers_serve": "transformers_serve",
+        "pipeline_kit.servers.transformers_seeded_serve": "transformers_seeded_serve",
         "pipeline_kit.servers.reward_server": "reward_server",
     },
 }
@@ -57,7 +57,7 @@ def served_by(program: str, tokens: list[str]) -> str:
         return flags.get("--served-model-name", flags["--model-path"])
     if program == "trtllm":  # OpenAIServer: a folder's name, else the argument
         return Path(positional).name if Path(positional).is_dir() else positional
-    if program == "transformers_serve":  # answers only requests for its model argument
+    if program == "transformers_seeded_serve":  # answers only requests for its model argument
         return positional
     if program == "reward_server":
         return flags.get("--served-model-name", positional)
@@ -135,7 +135,7 @@ def real_flags(program: str) -> set[str]:
     if program == "vllm":
         need("KIT_TEST_VLLM_PYTHON", "the vLLM venv")
         return python_flags(SERVICES["KIT_TEST_VLLM_PYTHON"], VLLM_FLAGS)
-    if program == "transformers_serve":
+    if program == "transformers_seeded_serve":
         need("KIT_TEST_HF_PYTHON", "the transformers venv")
         return python_flags(SERVICES["KIT_TEST_HF_PYTHON"], TRANSFORMERS_FLAGS)
     if program == "reward_server":

@@ -79,7 +79,7 @@ def test_trtllm_and_transformers_commands():
         'if grep -qs ForSequenceClassification /models/qwen/config.json; then "${KIT_SERVER_PYTHON:-python3}" -m '
         f"pipeline_kit.servers.reward_server {where}; else "
         'export HF_HUB_CACHE="${HF_HUB_CACHE:-$KIT_LOG_DIR/hf-cache}" && mkdir -p "$HF_HUB_CACHE" && '
-        f'"${{KIT_SERVER_PYTHON:-python3}}" -m pipeline_kit.servers.transformers_serve {where}; fi'
+        f'"${{KIT_SERVER_PYTHON:-python3}}" -m pipeline_kit.servers.transformers_seeded_serve {where}; fi'
     )
 
 

@@ -2,7 +2,7 @@
 Upstream: ToRA's copy of the test split (also math-evaluation-harness'); the answer is the last \\boxed{} of the
 reference solution."""
 
-from pipeline_kit.benchmark_helpers import Source, last_boxed
+from pipeline_kit.benchmark_helpers import Source, boxed_content
 
 GROUP = "math"
 METRICS_TYPE = "math"
@@ -24,7 +24,7 @@ FINGERPRINT = "fb7639f0bfbc5deb"  # of the records kit prepares from SOURCE
 
 
 def prepare(row: dict, index: int) -> dict:
-    answer = last_boxed(row["solution"])
+    answer = boxed_content(row["solution"], verbatim=True)
     if answer is None:
         raise ValueError("its solution has no \\boxed{} answer")
     return {

@@ -1,7 +1,7 @@
 """Minerva Math: 272 undergraduate science and math problems (MIT OCW), the set of the Minerva paper.
 Upstream: Qwen2.5-Math's evaluation data; the answer is the last \\boxed{} of the solution (some are Python-ish)."""
 
-from pipeline_kit.benchmark_helpers import Source, last_boxed
+from pipeline_kit.benchmark_helpers import Source, boxed_content
 
 GROUP = "math"
 METRICS_TYPE = "math"
@@ -24,7 +24,7 @@ FINGERPRINT = "f841dfd5108ce1d9"  # of the records kit prepares from SOURCE
 
 
 def prepare(row: dict, index: int) -> dict:
-    answer = last_boxed(row["solution"])
+    answer = boxed_content(row["solution"], verbatim=True)
     if answer is None:
         raise ValueError("its solution has no \\boxed{} answer")
     return {

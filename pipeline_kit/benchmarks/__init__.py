@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 # Old benchmark modules import these from here; new ones import pipeline_kit.benchmark_helpers, not the registry.
-from pipeline_kit.benchmark_helpers import Source, aops_problem, last_boxed, plain_number  # noqa: F401
+from pipeline_kit.benchmark_helpers import Source, aops_problem, boxed_content, plain_number  # noqa: F401
 from pipeline_kit.benchmarks.definition import NAME_RE, Benchmark, load_benchmark
 from pipeline_kit.errors import UserError, did_you_mean
 from pipeline_kit.resources import resource_dir

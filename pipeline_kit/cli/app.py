@@ -6,23 +6,6 @@ from typing import Annotated
 
 import typer
 
-from pipeline_kit.cli import (
-    eval_cmd,
-    experiment_cmds,
-    generate_cmd,
-    grade_cmd,
-    prepare_data_cmd,
-    prepare_training_data_cmd,
-    recipe_cmd,
-    report_cmd,
-    run_cmd,
-    select_cmd,
-    setup_cmd,
-    start_sandbox_cmd,
-    start_server_cmd,
-    summarize_cmd,
-    train_cmd,
-)
 from pipeline_kit.cli.plan_cmd import plan_app
 from pipeline_kit.cli.version import version_line
 
@@ -34,6 +17,8 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,  # click's plain help: it wraps option names and help at any width, rich cuts them
 )
+
+app.add_typer(plan_app)
 
 
 @app.callback()
@@ -47,24 +32,55 @@ def _root(
         raise typer.Exit(0)
 
 
-app.add_typer(plan_app)
+# every command module, in the order of `kit --help`, with the top-level commands it registers (`plan`: the `kit plan`
+# group, whose subcommands generate_cmd and eval_cmd register too); tests/test_cli_lazy.py checks it against the app
+COMMAND_MODULES = {
+    "run_cmd": ("run_cmd",),
+    "generate_cmd": ("generate",),
+    "eval_cmd": ("eval",),
+    "start_server_cmd": ("start_server",),
+    "start_sandbox_cmd": ("start_sandbox",),
+    "experiment_cmds": ("status", "logs", "cancel"),
+    "setup_cmd": ("setup",),
+    "prepare_data_cmd": ("prepare_data",),
+    "summarize_cmd": ("summarize",),
+    "report_cmd": ("report",),
+    "grade_cmd": ("grade",),
+    "prepare_training_data_cmd": ("prepare_sft_data", "prepare_rl_data"),
+    "train_cmd": ("sft", "grpo", "dpo"),
+    "select_cmd": ("select",),
+    "recipe_cmd": ("run_recipe",),
+}
+PLAN_MODULES = ("generate_cmd", "eval_cmd")  # they register `kit plan generate` and `kit plan eval`
+_registered: set[str] = set()
 
-run_cmd.register(app)
-generate_cmd.register(app, plan_app)
-eval_cmd.register(app, plan_app)
-start_server_cmd.register(app)
-start_sandbox_cmd.register(app)
-experiment_cmds.register(app)
-setup_cmd.register(app)
-prepare_data_cmd.register(app)
-summarize_cmd.register(app)
-report_cmd.register(app)
-grade_cmd.register(app)
-prepare_training_data_cmd.register(app)
-train_cmd.register(app)
-select_cmd.register(app)
-recipe_cmd.register(app)
+
+def _register(names: list[str]) -> None:
+    import importlib
+
+    for name in names:
+        if name in _registered:
+            continue
+        module = importlib.import_module(f"pipeline_kit.cli.{name}")
+        module.register(app, plan_app) if name in PLAN_MODULES else module.register(app)
+        _registered.add(name)
 
 
-def click_command():
+def modules_for(argv: list[str]) -> list[str]:
+    """The command modules `kit ARGV` needs: the one that registers its command (for `kit plan X`, X's), or every
+    one (no command, an unknown one: click's error lists the others, help shows them all)."""
+    first = next((a for a in argv if not a.startswith("-")), None)
+    if first == "plan":
+        rest = argv[argv.index("plan") + 1 :]
+        sub = next((a for a in rest if not a.startswith("-")), None)
+        owner = {"generate": "generate_cmd", "eval": "eval_cmd", "simulate": None}.get(sub, "all")
+        return list(COMMAND_MODULES) if owner == "all" else [owner] if owner else []
+    owner = next((m for m, names in COMMAND_MODULES.items() if first in names), None)
+    return [owner] if owner and "--help" not in argv else list(COMMAND_MODULES)
+
+
+def click_command(argv: list[str] | None = None):
+    """The click command of the app with what `kit ARGV` needs registered (all of it when argv is None): a command
+    pays for its own module's imports and flags, not for every other command's."""
+    _register(list(COMMAND_MODULES) if argv is None else modules_for(argv))
     return typer.main.get_command(app)

@@ -9,7 +9,7 @@ import typer
 
 from pipeline_kit.cli.generate_cmd import PLAN_HELP
 from pipeline_kit.cli.job_flags import JobFlags, cluster_from, job_command, run_jobs
-from pipeline_kit.cli.packing_flags import PackingFlags, PlanFlags, echo_plan, nodes_free
+from pipeline_kit.cli.packing_flags import PackingFlags, PlanFlags, echo_plan
 from pipeline_kit.cli.sandbox_flags import SandboxFlags
 from pipeline_kit.cli.server_flags import ServerFlags
 from pipeline_kit.cli.tracker_flags import TrackerFlags
@@ -94,6 +94,8 @@ def register(app: typer.Typer, plan_app: typer.Typer | None = None) -> None:
             num_jobs=packing.num_jobs,
             max_startup_share=packing.max_startup_share,
             max_jobs=packing.max_jobs,
+            max_wall_ratio=packing.max_wall_ratio,
+            nodes_free=packing.nodes_free,
             rerun_done=rerun_done,
             extract=extract,
             container=container,
@@ -110,8 +112,7 @@ def register(app: typer.Typer, plan_app: typer.Typer | None = None) -> None:
         cluster = cluster_from(flags.cluster, flags.config_dir)
         options = flags.options("eval")
         if flags.plan is not None or flags.dry_run:
-            free, source = nodes_free(cluster, flags.plan, options.partition or cluster.partition)
-            echo_plan(eval_packing(cluster, spec, options, free), nodes_source=source)
+            echo_plan(eval_packing(cluster, spec, options))
             if flags.plan is not None:
                 raise typer.Exit(0)
         jobs = eval_jobs(cluster, spec, options)

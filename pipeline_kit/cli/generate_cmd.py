@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from pipeline_kit.cli.job_flags import JobFlags, cluster_from, job_command, run_jobs
-from pipeline_kit.cli.packing_flags import PackingFlags, PlanFlags, echo_plan, nodes_free
+from pipeline_kit.cli.packing_flags import PackingFlags, PlanFlags, echo_plan
 from pipeline_kit.cli.sandbox_flags import SandboxFlags
 from pipeline_kit.cli.server_flags import ServerFlags
 from pipeline_kit.errors import UserError
@@ -74,6 +74,8 @@ def register(app: typer.Typer, plan_app: typer.Typer | None = None) -> None:
             num_jobs=packing.num_jobs,
             max_startup_share=packing.max_startup_share,
             max_jobs=packing.max_jobs,
+            max_wall_ratio=packing.max_wall_ratio,
+            nodes_free=packing.nodes_free,
             container=container,
             server_container=server.server_container,
             server_port=server.port(),
@@ -89,8 +91,7 @@ def register(app: typer.Typer, plan_app: typer.Typer | None = None) -> None:
                 f"kit generate: {plan.done_count} of {len(plan.units)} units are done already (--rerun_done redoes them)"
             )
         if flags.plan is not None or flags.dry_run:
-            free, source = nodes_free(cluster, flags.plan, options.partition or cluster.partition)
-            echo_plan(generation_packing(cluster, spec, plan, options, free), plan.done_count, source)
+            echo_plan(generation_packing(cluster, spec, plan, options), plan.done_count)
             if flags.plan is not None:
                 raise typer.Exit(0)
         if not plan.todo and nothing_waits_on_it(flags, cluster, spec):
@@ -107,8 +108,9 @@ def register(app: typer.Typer, plan_app: typer.Typer | None = None) -> None:
 
 
 PLAN_HELP = (
-    "units, jobs, units per job, start-up and generation GPU-hours, wall time and the GPU-hours saved against one "
-    "unit per job, from measured figures (or a stated estimate). Takes the same flags; submits nothing."
+    "units, jobs, units per job, start-up and generation GPU-hours, wall time on the free nodes, the fastest plan, "
+    "and the GPU-hours saved against one unit per job, from measured figures (or a stated estimate). Takes the same "
+    "flags; submits nothing."
 )
 
 

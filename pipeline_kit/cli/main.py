@@ -37,7 +37,7 @@ def _run(argv: list[str], capture_help: bool) -> int:
             from pipeline_kit.cli import help_cache
 
             return help_cache.render_and_store(argv, lambda: click_command().main(argv, "kit", standalone_mode=False))
-        result = click_command().main(argv, "kit", standalone_mode=False)
+        result = click_command(argv).main(argv, "kit", standalone_mode=False)
         return result if isinstance(result, int) else 0
     except UserError as e:
         print(f"kit: error: {e}", file=sys.stderr)

@@ -7,6 +7,8 @@ from typing import Annotated
 
 import typer
 
+from pipeline_kit.cli.packing_flags import MAX_WALL_RATIO, MaxWallRatio
+
 plan_app = typer.Typer(
     name="plan",
     help="What a generate or eval run would cost before it is submitted: jobs, GPU-hours, wall time.",
@@ -17,8 +19,8 @@ plan_app = typer.Typer(
 
 @plan_app.command(
     "simulate",
-    help="GPU-hours and wall time of one job, --num_jobs=auto and one unit per job, for given figures at several "
-    "numbers of free nodes (a first-come-first-served queue), as a Markdown table.",
+    help="GPU-hours and wall time of one job, --num_jobs=auto, the fastest plan and one unit per job, for given "
+    "figures at several numbers of free nodes (queue wait + a first-come-first-served queue), as a Markdown table.",
 )
 def simulate(
     units: Annotated[int, typer.Option("--units", help="Units (chunks x seeds).")] = 800,
@@ -30,25 +32,31 @@ def simulate(
     nodes_free: Annotated[
         str, typer.Option("--nodes_free", help="Free-node counts, e.g. 8,32,128,800.")
     ] = "8,32,128,800",
-    max_startup_share: Annotated[float, typer.Option("--max_startup_share", help="As kit generate's.")] = 0.1,
+    queue_wait_min: Annotated[
+        float, typer.Option("--queue_wait_min", help="From submission to the first job's start, minutes.")
+    ] = 0.0,
+    max_wall_ratio: MaxWallRatio = MAX_WALL_RATIO,
     time_limit_h: Annotated[float, typer.Option("--time_limit_h", help="The time limit, hours (0: none).")] = 4.0,
 ) -> None:
     from pipeline_kit.errors import UserError
     from pipeline_kit.jobs.packing_plan import check_packing_limits
-    from pipeline_kit.packing import PackingLimits, given_figures, simulation_table
+    from pipeline_kit.packing import PackingLimits, simulation_table
+    from pipeline_kit.packing_figures import given_figures
 
-    check_packing_limits(max_startup_share, None)
+    check_packing_limits(0.1, None, max_wall_ratio)
     numbers = {"--units": units, "--tokens_per_s": tokens_per_s, "--problems_per_unit": problems_per_unit}
     numbers.update({"--tokens_per_problem": tokens_per_problem})
     for flag, value in numbers.items():
         if value <= 0:
             raise UserError(f"{flag}={value} must be more than 0.")
+    if queue_wait_min < 0:
+        raise UserError(f"--queue_wait_min={queue_wait_min} must be at least 0.")
     try:
         free = [int(n) for n in nodes_free.split(",")]
     except ValueError:
         raise UserError(f"--nodes_free={nodes_free} is not whole numbers joined by commas, e.g. 8,32,128.") from None
     if min(free) < 1:
         raise UserError(f"--nodes_free={nodes_free}: each count must be at least 1.")
-    figures = given_figures(startup_min, tokens_per_s, problems_per_unit, tokens_per_problem, gpus)
-    limits = PackingLimits(max_startup_share, None, time_limit_h * 3600 or None)
+    figures = given_figures(startup_min, tokens_per_s, problems_per_unit, tokens_per_problem, gpus, queue_wait_min)
+    limits = PackingLimits(time_limit_s=time_limit_h * 3600 or None, max_wall_ratio=max_wall_ratio)
     typer.echo("\n".join(simulation_table(units, figures, limits, free)))

@@ -8,8 +8,10 @@ Runs are ordered by seed number; "the first k runs" below means the k lowest see
 For every k from 1 to n (n = number of sampled runs) the keys are:
 - `pass@1[avg-of-k]`: the accuracy of each of the first k runs, averaged; `<column>_std` is their sample standard
   deviation (n-1 denominator; 0 for k = 1), in percentage points.
-- `majority@k`: per problem, the most frequent predicted answer among the first k runs (samples without an answer
-  do not vote); a tie goes to the answer that appeared first (lowest seed). The problem counts as correct when the
+- `majority@k`: per problem, the most frequent predicted answer among the first k runs, answers compared as exact
+  strings (`0.5` and `1/2` are two answers; selection_modes' `majority[equivalent]@n` and `kit select
+  --method=majority` count them as one, with selection/voting.py's equivalent_majority); samples without an answer
+  do not vote; a tie goes to the answer that appeared first (lowest seed). The problem counts as correct when the
   first sample that gave that answer is correct. A problem where none of the k samples has an answer is incorrect.
 - `pass@k`: the unbiased estimator over all n samples, 1 - C(n-c, k) / C(n, k) with c correct samples, averaged
   over problems: the chance that at least one of k samples drawn without replacement is correct. pass@n is the
@@ -103,7 +105,7 @@ def sampled_metrics(runs: list[Run], columns: list[str]) -> dict[str, dict[str, 
     def common(k: int) -> dict[str, float | None]:
         return {"num_entries": m, "avg_tokens": _per(cum_tokens[k], k * m), "gen_seconds": _per(cum_seconds[k], k * m)}
 
-    majority = _majority_counts(runs, columns)
+    majority = _exact_majority_counts(runs, columns)
     correct_hist = {
         col: _histogram([sum(t) for t in zip(*(r.correct[col] for r in runs), strict=True)], n) for col in columns
     }
@@ -147,7 +149,7 @@ def _histogram(counts: list[int], n: int) -> list[int]:
     return hist
 
 
-def _majority_counts(runs: list[Run], columns: list[str]) -> dict[str, list[int]]:
+def _exact_majority_counts(runs: list[Run], columns: list[str]) -> dict[str, list[int]]:
     """For each column, list index k (1..n): the number of problems whose majority answer over the first k runs is
     correct; under "no_answer", the number of problems where none of the first k runs has an answer.
 

@@ -28,8 +28,8 @@ from pipeline_kit.selection.voting import (
     MEAN_LOGPROB,
     Candidate,
     Choice,
+    equivalent_majority,
     grader_equal,
-    majority,
     sc_tir_keeps,
     vote_weight,
     weighted,
@@ -56,12 +56,12 @@ def selection_metrics(runs: list[Run], columns: list[str], common: dict[str, flo
     """The modes above that apply to these runs (the same problems in the same order), keyed like metrics.json."""
     n, m = len(runs), runs[0].num_problems
     same = functools.lru_cache(maxsize=1 << 16)(grader_equal)  # one benchmark's answers repeat a lot
-    modes: dict[str, tuple] = {f"majority[equivalent]@{n}": (majority, None, None)}
+    modes: dict[str, tuple] = {f"majority[equivalent]@{n}": (equivalent_majority, None, None)}
     for field in (REWARD, MEAN_LOGPROB):
         if _has(runs, field):
             modes[f"weighted[{field}]@{n}"] = (weighted, field, None)
     if all(all(f in r.extras for f in TIR_FIELDS) for r in runs):
-        modes[f"sc-tir@{n}"] = (majority, None, _kept_by_sc_tir)
+        modes[f"sc-tir@{n}"] = (equivalent_majority, None, _kept_by_sc_tir)
     out = {}
     for mode, (vote, weight_field, keep) in modes.items():
         counts = {col: 0 for col in columns}

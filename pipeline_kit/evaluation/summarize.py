@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -35,10 +34,10 @@ from pipeline_kit.evaluation.output_files import (
 from pipeline_kit.evaluation.reasoning_stats import ReasoningTally
 from pipeline_kit.evaluation.selection_modes import decided_by_note, genselect_metrics, selection_metrics
 from pipeline_kit.evaluation.trackers import sample_table
+from pipeline_kit.grading.output_names import OUTPUT_NAME
 
 METRICS_FILE = "metrics.json"
 REGRADED_METRICS_FILE = "metrics-regraded.json"  # --regrade's, beside the labels' metrics.json, never over it
-OUTPUT_NAME = re.compile(r"output(?:-rs(\d+))?\.jsonl")
 JUDGE_COLUMNS = ["judge_correct", "both_correct", "any_correct"]
 AUDIT_EXAMPLES = 5
 

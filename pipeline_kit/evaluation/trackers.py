@@ -14,11 +14,14 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
 from pipeline_kit.errors import UserError
 from pipeline_kit.evaluation.metrics import NON_MODE_KEYS
-from pipeline_kit.evaluation.output_files import ReadFile
+
+if TYPE_CHECKING:  # the output files' reader (and the grader under it) is not needed to plan a run
+    from pipeline_kit.evaluation.output_files import ReadFile
 
 GENERATION_CHARS = 2000  # a sample's generation longer than this keeps its head and tail (the answer is at the end)
 DEFAULT_SAMPLES = 20

@@ -39,10 +39,14 @@ def last_boxed(text: str) -> str | None:
     return None if open_last or not found else text[found[-1][0] : found[-1][1]]
 
 
-def boxed_content(text: str) -> str | None:
-    """What the last \\boxed{} of `text` holds (see last_boxed); None when there is none or it is empty."""
+def boxed_content(text: str, *, verbatim: bool = False) -> str | None:
+    """What the last \\boxed{} of `text` holds (see last_boxed), stripped; None when there is none or it is empty.
+    verbatim=True keeps the spaces around it: a benchmark's reference answer read from its solution (math,
+    minerva_math), whose records kit pins by fingerprint as upstream writes them."""
     found, open_last = boxes(text)
-    return None if open_last or not found else found[-1][2].strip() or None
+    if open_last or not found or not found[-1][2].strip():
+        return None
+    return found[-1][2] if verbatim else found[-1][2].strip()
 
 
 def final_boxed(text: str) -> str | None:

@@ -18,8 +18,8 @@ from pipeline_kit.grading.extraction import DEFAULT_EXTRACT, EXTRACT_MODES, chec
 from pipeline_kit.grading.grader_pool import grade_tasks
 from pipeline_kit.grading.math_grader import DEFAULT_TIMEOUT, GRADER_VERSION, Task
 from pipeline_kit.grading.normalize import canonical, choice_letter, lists_any_order
+from pipeline_kit.grading.output_names import OUTPUT_GLOB
 
-GLOB = "output*.jsonl"
 ADDED = ("predicted_answer", "symbolic_correct", "grading_timed_out", "extract_mode", "grading_key")
 
 
@@ -51,14 +51,16 @@ def find_files(paths: list[str | Path]) -> list[Path]:
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            found = sorted(p for p in path.rglob(GLOB) if p.is_file())
+            found = sorted(p for p in path.rglob(OUTPUT_GLOB) if p.is_file())
             if not found:
-                raise UserError(f"{path}: no {GLOB} files under this folder; name result files or their folder.")
+                raise UserError(f"{path}: no {OUTPUT_GLOB} files under this folder; name result files or their folder.")
             out.extend(found)
         elif path.is_file():
             out.append(path)
         else:
-            raise UserError(f"{path}: no such file or folder; name JSONL result files or folders holding {GLOB}.")
+            raise UserError(
+                f"{path}: no such file or folder; name JSONL result files or folders holding {OUTPUT_GLOB}."
+            )
     return list(dict.fromkeys(out))
 
 
@@ -211,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = _Parser(
         prog="python -m pipeline_kit.grading.grade", description="Grade result files in place (as `kit grade`)."
     )
-    parser.add_argument("paths", nargs="+", metavar="PATH", help=f"JSONL result files, or folders of {GLOB}")
+    parser.add_argument("paths", nargs="+", metavar="PATH", help=f"JSONL result files, or folders of {OUTPUT_GLOB}")
     parser.add_argument("--workers", type=int, default=None, help="grading processes (default: usable CPUs, max 8)")
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds per answer")
     parser.add_argument("--force", action="store_true", help="grade every record again")
@@ -228,6 +230,30 @@ def main(argv: list[str] | None = None) -> int:
 
 def extract_help() -> str:
     return "; ".join(f"{mode}: {what}" for mode, what in EXTRACT_MODES.items()) + f" (default: {DEFAULT_EXTRACT})"
+
+
+# what `kit eval ++grade.KEY=VALUE` sets on its grading step, as this script's --KEY=VALUE (--extract is eval's flag)
+GRADE_OVERRIDES = {"timeout": float, "workers": int}
+
+
+def grade_flags(overrides: list[str]) -> list[str]:
+    """`++timeout=30` (the part of `kit eval ++grade.timeout=30` routed here) -> `--timeout=30`, checked: an unknown
+    key or a bad value is one line naming the override."""
+    flags = []
+    for arg in overrides:
+        key, _, value = arg.removeprefix("++").partition("=")
+        if key not in GRADE_OVERRIDES:
+            raise UserError(
+                f"++grade.{key}: grading has no such setting; known: "
+                f"{', '.join(f'++grade.{k}' for k in GRADE_OVERRIDES)}."
+            )
+        try:
+            typed = GRADE_OVERRIDES[key](value)
+        except ValueError:
+            raise UserError(f"++grade.{key}={value}: not a {GRADE_OVERRIDES[key].__name__}.") from None
+        check_flags(**{"workers": None, "timeout": DEFAULT_TIMEOUT, key: typed})
+        flags.append(f"--{key}={value}")
+    return flags
 
 
 def check_flags(workers: int | None, timeout: float) -> None:

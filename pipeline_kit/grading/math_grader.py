@@ -121,7 +121,7 @@ def equivalent(
         if bp and be:
             return bp == be
         return (bp or be)[0] == (e if bp else p).lower()
-    np_, ne = nz.plain_number(p), nz.plain_number(e)
+    np_, ne = nz.parse_number(p), nz.parse_number(e)
     if np_ is not None and ne is not None:
         return nz.numbers_equal(np_, ne)
     if (np_ is None) != (ne is None):  # 1000,99 against 1000.99: a decimal comma
@@ -129,14 +129,17 @@ def equivalent(
         if other is not None and nz.numbers_equal(other, np_ or ne):
             return True
         number = quantities.number_with_unit(predicted if np_ is None else expected)  # 9.8 m/s^2 against 9.8
-        if number is not None and (value := nz.plain_number(nz.canonical(number))) is not None:
+        if number is not None and (value := nz.parse_number(nz.canonical(number))) is not None:
             return nz.numbers_equal(value, np_ or ne)
+    up, ue = _union_of(p), _union_of(e)
+    if (up or ue) and _equal_or_open(up or p, ue or e, sympy):  # x<1 or x>3 is (-\infty,1)\cup(3,\infty)
+        return True
     ip, ie = nz.as_interval(p) or relations.interval_of(p), nz.as_interval(e) or relations.interval_of(e)
     if (ip or ie) and _equal_or_open(ip or p, ie or e, sympy):  # 1\le x<2 is [1,2); 5\ge x is x\le 5
         return True  # never False here: -x>-1 against x<1 is for math-verify to decide
     if relations.same_solutions(p, e):  # (x-1)(x+2)=0 is x^2+x-2=0; 2x+1>3 is 1<x
         return True
-    wp, we = nz.words(p), nz.words(e)
+    wp, we = nz.word_answer(p), nz.word_answer(e)
     if wp is not None and we is not None:
         return wp == we
     gp, ge = nz.bracket_items(p), nz.bracket_items(e)
@@ -164,6 +167,15 @@ def equivalent(
     if not sympy:
         raise NeedsSympy
     return _math_verify(p, e)
+
+
+def _union_of(answer: str) -> str | None:
+    """Relations in one letter joined by "or", each an interval, as the union of those intervals; else None."""
+    parts = relations.or_parts(answer)
+    if len(parts) < 2:
+        return None
+    intervals = [nz.as_interval(part) or relations.interval_of(part) for part in parts]
+    return "\\cup".join(intervals) if all(intervals) else None
 
 
 def _equal_or_open(a: str, b: str, sympy: bool) -> bool:

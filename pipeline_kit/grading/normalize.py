@@ -178,7 +178,7 @@ def matching_brace(s: str, start: int) -> int | None:
     return None
 
 
-def plain_number(s: str) -> Number | None:
+def parse_number(s: str) -> Number | None:
     """`s` (canonical) as a Number when it is a plain one: 16, -3.5, .5, 1/2, \\frac{1}{2}, \\frac12, 918\\frac{1}{2},
     2.5e-3, 4.5\\times10^{33}, any of them with % or \\%, or `x = <one of them>`; None otherwise. The percent of a
     plain integer or decimal may be a unit (Number.readings: NeMo-Skills' rule), that of a fraction is a quantity."""
@@ -187,7 +187,7 @@ def plain_number(s: str) -> Number | None:
         s, percent = s[:-1].removesuffix("\\"), True
     m = _ASSIGNMENT.fullmatch(s)
     if m and not percent:
-        return plain_number(m.group(1))
+        return parse_number(m.group(1))
     try:
         if _INT.fullmatch(s):
             return Number(Fraction(int(s)), False, percent)
@@ -263,7 +263,7 @@ def _significant(x: Fraction, digits: int = 6) -> Fraction:
     return round(x, digits - 1 - exponent)
 
 
-def words(s: str) -> str | None:
+def word_answer(s: str) -> str | None:
     """`s` lowercased when it is a plain word answer (odd, Monday, no solution), else None."""
     return s.lower() if _WORDS.fullmatch(s) else None
 

@@ -89,6 +89,15 @@ def interval_of(s: str) -> str | None:
     return f"(-\\infty,{text}{')' if strict else ']'}"
 
 
+# "or" between relations, as written in words or logic: x<1 \text{ or } x>3, x<1 or x>3, x<1 \lor x>3
+_OR = re.compile(r"\\text\{\s*or\s*\}|\\(?:lor|vee)(?![A-Za-z])|(?<![A-Za-z])or(?![A-Za-z])")
+
+
+def or_parts(s: str) -> list[str]:
+    """The relations of `s` joined by "or" (one part when there is none)."""
+    return [part.strip() for part in _OR.split(s)]
+
+
 def same_solution_set(a, b) -> bool:
     """Whether two parsed answers (sympy objects, as math-verify parses them) have the same real solutions in one
     variable, at least one of them being an equation or inequality (or several joined by and/or) and the other

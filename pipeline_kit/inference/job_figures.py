@@ -74,6 +74,8 @@ class FiguresRecorder:
         self.job_started_at = given_start if given_start is not None else PROCESS_START
         submitted = _epoch(environ, SUBMITTED_VAR)
         self.queue_wait_s = max(0.0, self.job_started_at - submitted) if submitted is not None else None
+        # the server's component (the first) of a heterogeneous job, else the job's: the queue the wait was spent in
+        self.partition = environ.get("SLURM_JOB_PARTITION_HET_GROUP_0") or environ.get("SLURM_JOB_PARTITION", "")
         unit = environ.get("KIT_UNIT") or None
         self.element, self.path, self.first_client = unit or "", figures_file(log_dir, job, unit), True
         for k in range(2, 1000):  # an earlier client of this very job (same start) wrote one: the next name
@@ -127,6 +129,7 @@ class FiguresRecorder:
             element=self.element,
             job_started_at=self.job_started_at,
             units_done_before=self.done_before,
+            partition=self.partition,
         )
         try:
             write_figures(self.path, figures)

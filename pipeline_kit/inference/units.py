@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -26,10 +27,11 @@ class Unit:
     def merged_file(self, output_dir: str | Path) -> Path:
         return Unit(self.seed, None).output_file(output_dir)
 
-    def is_done(self, output_dir: str | Path) -> bool:
-        """Its own .done, or (for a chunk) the .done of the file the chunks were merged into."""
-        return done_marker(self.output_file(output_dir)).exists() or (
-            self.chunk_id is not None and done_marker(self.merged_file(output_dir)).exists()
+    def is_done_in(self, listing: set[str]) -> bool:
+        """Whether the output folder, whose file names are `listing`, has its own .done, or (for a chunk) the .done
+        of the file the chunks were merged into (done_units lists the folder once)."""
+        return done_marker(self.output_file("")).name in listing or (
+            self.chunk_id is not None and done_marker(self.merged_file("")).name in listing
         )
 
     @property
@@ -106,3 +108,13 @@ def expand(cfg):
         )
         for u in units
     ]
+
+
+def done_units(units: list[Unit], output_dir: str | Path) -> list[Unit]:
+    """The units that are done (Unit.is_done_in), from one listing of the output folder: a plan of 800 units costs
+    one listing, not 1,600 lookups."""
+    try:
+        listing = set(os.listdir(output_dir))
+    except OSError:  # no folder yet: nothing is done
+        return []
+    return [u for u in units if u.is_done_in(listing)]

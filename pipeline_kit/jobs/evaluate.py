@@ -18,6 +18,8 @@ from pipeline_kit.components.sandbox import SandboxSpec
 from pipeline_kit.errors import UserError, did_you_mean
 from pipeline_kit.evaluation.judge import judge_folder
 from pipeline_kit.evaluation.trackers import Trackers
+from pipeline_kit.grading.grade import grade_flags
+from pipeline_kit.inference.config import check_generate_overrides
 from pipeline_kit.jobs.generate import (
     GenerateSpec,
     UnitPlan,
@@ -31,8 +33,8 @@ from pipeline_kit.jobs.generate import (
 )
 from pipeline_kit.jobs.options import JobOptions, JobPlan, chain
 from pipeline_kit.jobs.packing_plan import asked_jobs, check_packing_limits, packing_plan, parse_num_jobs
-from pipeline_kit.overrides import override_value
-from pipeline_kit.packing import PackingPlan
+from pipeline_kit.overrides import override_value, route_overrides
+from pipeline_kit.packing import MAX_WALL_RATIO, PackingPlan
 from pipeline_kit.pipeline.model import AUTO_PORT, Command, CommandGroup, Endpoint, Job
 from pipeline_kit.servers.base import ServerSpec
 
@@ -99,6 +101,8 @@ class EvalSpec:
     num_jobs: int | str | None = None
     max_startup_share: float = 0.1
     max_jobs: int | None = None
+    max_wall_ratio: float = MAX_WALL_RATIO
+    nodes_free: int | None = None  # None: asked where the plan is made (jobs.packing_plan.free_nodes)
     rerun_done: bool = False
     extract: str | None = None
     container: str | None = None
@@ -112,6 +116,7 @@ class EvalSpec:
     trackers: Trackers = Trackers()
 
     def __post_init__(self) -> None:
+        self.routed_overrides()  # a bad ++grade.KEY fails here, before anything is planned
         few = [f"{r.name}:{r.samples}" for r in self.benchmarks if r.samples < 2] if self.genselect else []
         if few:
             raise UserError(
@@ -119,7 +124,14 @@ class EvalSpec:
                 "least 2 (e.g. aime24:8)."
             )
         self.num_jobs = parse_num_jobs(self.num_jobs)
-        check_packing_limits(self.max_startup_share, self.max_jobs)
+        check_packing_limits(self.max_startup_share, self.max_jobs, self.max_wall_ratio, self.nodes_free)
+
+    def routed_overrides(self) -> tuple[tuple[str, ...], list[str]]:
+        """(generation's overrides, the grading step's flags): `++grade.KEY=VALUE` goes to grading as --KEY=VALUE
+        (pipeline_kit.grading.grade.GRADE_OVERRIDES), the rest to generation; each part checked."""
+        checkers = {"generate": check_generate_overrides, "grade": grade_flags}
+        routed = route_overrides(self.overrides, checkers, "generate")
+        return tuple(routed["generate"]), grade_flags(routed["grade"])
 
     def generate_spec(self, request: BenchmarkRequest) -> GenerateSpec:
         """The generate builder's spec for one benchmark: its data file, folder, seeds and default settings."""
@@ -127,7 +139,8 @@ class EvalSpec:
         bench = get_benchmark(request.name, self.extra_datasets)
         sampled = request.samples > 0
         sandbox = self.sandbox or (SandboxSpec() if bench.requires_sandbox else None)
-        overrides = (*bench.generation_overrides(sampled), *self.overrides)
+        generation, grading = self.routed_overrides()
+        overrides = (*bench.generation_overrides(sampled), *generation)
         extract = self.extract or bench.extract_mode(overrides)
         return GenerateSpec(
             server=self.server,
@@ -136,7 +149,7 @@ class EvalSpec:
             seeds=list(range(request.samples)) if sampled else None,
             num_chunks=self.num_chunks,
             rerun_done=self.rerun_done,
-            postprocess_cmd=f"{GRADE_COMMAND} --extract={extract}",
+            postprocess_cmd=" ".join([GRADE_COMMAND, f"--extract={extract}", *map(shlex.quote, grading)]),
             container=self.container,
             server_container=self.server_container,
             server_port=self.server_port,
@@ -204,24 +217,20 @@ def _generate_specs(cluster: ClusterConfig, spec: EvalSpec) -> list[GenerateSpec
     return specs
 
 
-def eval_packing(cluster: ClusterConfig, spec: EvalSpec, options: JobOptions, nodes_free: int | None = None):
+def eval_packing(cluster: ClusterConfig, spec: EvalSpec, options: JobOptions):
     """The packing of the evaluation's generation units into jobs (what `kit plan eval` and a dry run show)."""
     specs = _generate_specs(cluster, spec)
-    return _eval_packing(cluster, spec, specs, [plan_generation(cluster, s) for s in specs], options, nodes_free)
+    return _eval_packing(cluster, spec, specs, [plan_generation(cluster, s) for s in specs], options)
 
 
 def _eval_packing(
-    cluster: ClusterConfig,
-    spec: EvalSpec,
-    specs: list[GenerateSpec],
-    plans: list[UnitPlan],
-    options: JobOptions,
-    nodes_free: int | None = None,
+    cluster: ClusterConfig, spec: EvalSpec, specs: list[GenerateSpec], plans: list[UnitPlan], options: JobOptions
 ) -> PackingPlan:
     work = [(p.input_file, s.num_chunks, len(p.todo), s.overrides) for s, p in zip(specs, plans, strict=True)]
     return packing_plan(
-        cluster, spec.server, work, options, spec.num_jobs, spec.max_startup_share, spec.max_jobs, nodes_free
-    )
+        cluster, spec.server, work, options, spec.num_jobs, spec.max_startup_share, spec.max_jobs,
+        spec.nodes_free, spec.max_wall_ratio,
+    )  # fmt: skip
 
 
 def judge_specs(spec: EvalSpec, generated: list[GenerateSpec]) -> list[GenerateSpec]:

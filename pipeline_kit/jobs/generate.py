@@ -16,14 +16,13 @@ from pipeline_kit.errors import UserError
 from pipeline_kit.inference import done_key, request_options
 from pipeline_kit.inference.config import GenerateConfig, check_generate_overrides, parse_generate_config
 from pipeline_kit.inference.registry import task_class
-from pipeline_kit.inference.units import Unit, plan_units, split_units
+from pipeline_kit.inference.units import Unit, done_units, plan_units, split_units
 from pipeline_kit.jobs.input_checks import check_generation_inputs, job_check
 from pipeline_kit.jobs.options import JobOptions, JobPlan, chain
 from pipeline_kit.jobs.packing_plan import check_packing_limits, packing_plan, parse_num_jobs
 from pipeline_kit.overrides import config_value, override_key, override_value, take_override
-from pipeline_kit.packing import PackingPlan
+from pipeline_kit.packing import MAX_WALL_RATIO, PackingPlan
 from pipeline_kit.pipeline.model import AUTO_PORT, Command, CommandGroup, HardwareConfig, Job
-from pipeline_kit.selection.genselect_runs import run_files
 from pipeline_kit.servers.base import ServerSpec
 
 
@@ -31,8 +30,10 @@ from pipeline_kit.servers.base import ServerSpec
 class GenerateSpec:
     """What to generate. `seeds`: sampled outputs (output-rs{seed}.jsonl), None for one greedy output.jsonl;
     `num_chunks`/`chunk_ids`: cut the input; `num_jobs`: spread the units over N jobs, one server each, or 'auto'
-    (default: 1 on none/Docker, auto on Slurm: units per job chosen so that start-up is at most `max_startup_share`
-    of each job, within the time limit and `max_jobs`; see jobs.packing_plan); `overrides`: `++key=value` for the generation script, checked here.
+    (default: 1 on none/Docker, auto on Slurm: the fewest GPU-hours whose wall time on `nodes_free` free nodes is
+    within `max_wall_ratio` of the fastest plan's, each job within the time limit and at most `max_jobs`; where the
+    free nodes are unknown, start-up at most `max_startup_share` of each job; see jobs.packing_plan); `overrides`:
+    `++key=value` for the generation script, checked here.
     `input_dir` (from `++input_dir=`): GenSelect's runs, read instead of `input_file` (++generation_type=genselect);
     `genselect`: after the seeds, a GenSelect over them into <output_dir>/genselect/ (a follow-on job).
     Paths are this machine's on executor none, else absolute paths where the job runs."""
@@ -49,6 +50,8 @@ class GenerateSpec:
     num_jobs: int | str | None = None
     max_startup_share: float = 0.1
     max_jobs: int | None = None
+    max_wall_ratio: float = MAX_WALL_RATIO
+    nodes_free: int | None = None  # None: asked where the plan is made (jobs.packing_plan.free_nodes)
     container: str | None = None  # the client's container key (default: 'kit' if the cluster has one)
     server_container: str | None = None  # default: the cluster's container named after the server type
     server_port: int | str = AUTO_PORT
@@ -67,7 +70,7 @@ class GenerateSpec:
         if self.genselect and self.seeds is None:
             raise UserError("--genselect picks among sampled solutions; add --num_random_seeds=N (N of at least 2).")
         self.num_jobs = parse_num_jobs(self.num_jobs)
-        check_packing_limits(self.max_startup_share, self.max_jobs)
+        check_packing_limits(self.max_startup_share, self.max_jobs, self.max_wall_ratio, self.nodes_free)
 
 
 @dataclass
@@ -114,10 +117,13 @@ def plan_generation(cluster: ClusterConfig, spec: GenerateSpec, input_final: boo
     if spec.input_dir is None and not typed and input_final and os.path.isfile(input_path):
         _check_output_key(spec, input_path)
     if spec.input_dir is not None and input_final and cluster.executor == "none":
+        # lazy: the grader under it (0.1 s of imports) is for GenSelect only, not every plan
+        from pipeline_kit.selection.genselect_runs import run_files
+
         run_files(input_path)  # no runs there: say so now rather than in the job
     todo = units
     if not spec.rerun_done and input_final and _outputs_visible(cluster):
-        done = [u for u in units if u.is_done(output_dir)]
+        done = done_units(units, output_dir)
         if done and os.path.exists(input_path):  # else an earlier stage writes the input: the job checks the keys
             key = _script_key(spec, own)  # hashed once, not once per unit
             finished = {u for u in done if _finished(u, key, output_dir)} - _merge_pending(
@@ -290,14 +296,13 @@ def _unit_jobs(cluster: ClusterConfig, spec: GenerateSpec, options: JobOptions, 
     return chain(options, plan_copy)
 
 
-def generation_packing(
-    cluster: ClusterConfig, spec: GenerateSpec, plan: UnitPlan, options: JobOptions, nodes_free: int | None = None
-) -> PackingPlan:
+def generation_packing(cluster: ClusterConfig, spec: GenerateSpec, plan: UnitPlan, options: JobOptions) -> PackingPlan:
     """How the units still to run are packed into jobs (`spec.num_jobs`: N, auto, or the executor's default)."""
     work = [(plan.input_file, spec.num_chunks, len(plan.todo), spec.overrides)]
     return packing_plan(
-        cluster, spec.server, work, options, spec.num_jobs, spec.max_startup_share, spec.max_jobs, nodes_free
-    )
+        cluster, spec.server, work, options, spec.num_jobs, spec.max_startup_share, spec.max_jobs,
+        spec.nodes_free, spec.max_wall_ratio,
+    )  # fmt: skip
 
 
 def _job_paths(executor: str, paths: dict[str, str]) -> list[str]:

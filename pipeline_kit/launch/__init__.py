@@ -4,7 +4,7 @@ submitted. The public surface: run_pipeline, Experiment and its errors (Submissi
 
 from pipeline_kit.errors import JobFailed, SubmissionRefused
 from pipeline_kit.launch.experiment import Experiment, JobFailure, JobLogs
-from pipeline_kit.launch.monitor import JobStatus
+from pipeline_kit.launch.job_states import JobStatus
 from pipeline_kit.launch.run import run_pipeline
 
 __all__ = ["Experiment", "JobFailed", "JobFailure", "JobLogs", "JobStatus", "SubmissionRefused", "run_pipeline"]

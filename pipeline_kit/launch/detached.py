@@ -1,10 +1,12 @@
-"""none's jobs run detached (`run_pipeline(wait=False)`): each job's script starts in its own session, reparented
-away from the submitting process, and is not waited for; its outcome is the .rc file it writes ($KIT_RC_FILE), its
-state while it runs is read from its .pid file, and `cancel` signals that pid as for a waited run."""
+"""How none's jobs run, without nemo-run: each job's script starts in its own session, reparented away from the
+submitting process, which waits for it (`kit` in the foreground) or not (`run_pipeline(wait=False)`); its outcome
+is the .rc file it writes ($KIT_RC_FILE), its state while it runs is read from its .pid file, and `cancel` signals
+that pid."""
 
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 from pathlib import Path
 
@@ -27,6 +29,13 @@ def start(script: str, job: str, log_dir: str, env_vars: dict[str, str]) -> None
         start_new_session=True,
         check=True,
     )
+
+
+def describe(job: str, log_dir: str, env_vars: dict[str, str]) -> str:
+    """What `start` runs, for a dry run."""
+    env = "".join(f"{k}={shlex.quote(v)} " for k, v in env_vars.items())
+    path = Path(log_dir) / f"{job}.sh"
+    return f"in its own session: {env}bash {path} </dev/null >>{Path(log_dir) / f'{job}.out'} 2>&1\n"
 
 
 def script_alive(log_dir: str, job: str) -> bool | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shlex
 import types
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
@@ -18,10 +19,6 @@ from pipeline_kit.pipeline.render import HET_HOST_VAR, check_lines
 
 def host_has_gpus() -> bool:
     return Path("/dev/nvidia0").exists()
-
-
-def local_executor(run: ModuleType, cluster: ClusterConfig):
-    return run.LocalExecutor(env_vars=dict(cluster.env_vars), packager=run.Packager())
 
 
 def docker_executor(
@@ -65,8 +62,17 @@ def docker_executor(
     )
 
 
-def slurm_executor(
-    run: ModuleType,
+@dataclass(frozen=True)
+class SlurmSpec:
+    """What one group's Slurm executor is made of: nemo-run's SlurmExecutor takes `fields` as its keyword arguments
+    (plus a tunnel and a packager), and launch/sbatch_render.py renders the same sbatch script from them without
+    importing nemo-run."""
+
+    fields: dict
+    ssh_tunnel: object | None  # the cluster's SshTunnelConfig, or None: sbatch runs on this machine
+
+
+def slurm_spec(
     cluster: ClusterConfig,
     job: Job,
     group: CommandGroup,
@@ -77,7 +83,7 @@ def slurm_executor(
     external_deps: list[str],
     array_size: int | None,
     release_locks: str | None = None,
-):
+) -> SlurmSpec:
     """`array_size`: the elements of this Slurm array (a part of the job's units when it was split);
     `release_locks`: the command that frees the run's output locks when its last job ends (output_lock)."""
     flags = component_flags(cluster, group)
@@ -86,17 +92,6 @@ def slurm_executor(
     if array_size:
         array = f"0-{array_size - 1}" + (f"%{job.array_parallelism}" if job.array_parallelism else "")
     container = slurm_image(cluster, group.container) if group.container else None
-    tunnel = (
-        run.SSHTunnel(
-            host=cluster.ssh_tunnel.host,
-            user=cluster.ssh_tunnel.user,
-            port=cluster.ssh_tunnel.port,
-            identity=cluster.ssh_tunnel.identity,
-            job_dir=cluster.ssh_tunnel.job_dir,
-        )
-        if cluster.ssh_tunnel
-        else run.LocalTunnel(job_dir="")
-    )
     het_hosts = " ".join(f"{HET_HOST_VAR}_{i}" for i in range(len(job.groups)))
     # runs in the batch shell before any srun: pyxis refuses a mount whose source does not exist yet
     setup = [f"export {het_hosts}"] if heterogeneous else []
@@ -113,7 +108,7 @@ def slurm_executor(
     setup += check_lines([f"{in_code} {check}" for check in job.checks], refuse)
     if release_locks:  # as the batch script ends, whatever its outcome; a killed one leaves the lock stale
         setup.append(f"trap {shlex.quote(f'command -v python3 >/dev/null && {release_locks}')} EXIT")
-    executor = run.SlurmExecutor(
+    fields = dict(
         account=cluster.account or "",
         partition=flags.get("partition"),
         time=flags.get("time"),  # None: no --time, so the partition's default limit applies
@@ -128,8 +123,6 @@ def slurm_executor(
         container_mounts=container_mounts(cluster, mount_paths, code_dir, [log_dir]) if container else [],
         # nemo-run writes `export KEY=value` unquoted: quoted here, a value keeps its spaces (as on Docker)
         env_vars={k: shlex.quote(v) for k, v in cluster.env_vars.items()},
-        tunnel=tunnel,
-        packager=run.Packager(),
         job_name_prefix=cluster.job_name_prefix,
         dependency_type=job.dependency(cluster.dependency_type, cluster.executor),
         heterogeneous=heterogeneous,
@@ -141,7 +134,18 @@ def slurm_executor(
         # nemo-run writes --dependency only when this list is non-empty; it is replaced by in-pipeline handles.
         dependencies=[f"slurm_tunnel://nemo_run/{i}" for i in external_deps],
     )
-    return executor
+    return SlurmSpec(fields, cluster.ssh_tunnel)
+
+
+def slurm_executor(run: ModuleType, spec: SlurmSpec):
+    """nemo-run's SlurmExecutor for one group, reaching sbatch over the cluster's SSH tunnel or on this machine."""
+    t = spec.ssh_tunnel
+    tunnel = (
+        run.SSHTunnel(host=t.host, user=t.user, port=t.port, identity=t.identity, job_dir=t.job_dir)
+        if t
+        else run.LocalTunnel(job_dir="")
+    )
+    return run.SlurmExecutor(**spec.fields, tunnel=tunnel, packager=run.Packager())
 
 
 def component_flags(cluster: ClusterConfig, group: CommandGroup) -> dict:

@@ -10,8 +10,11 @@ from dataclasses import dataclass, field
 from pipeline_kit import output_lock
 from pipeline_kit.cluster import ClusterConfig, load_cluster_config
 from pipeline_kit.errors import JobFailed, UserError
-from pipeline_kit.launch import monitor, records
-from pipeline_kit.launch.monitor import FINAL, JobStatus
+from pipeline_kit.launch import job_logs, job_status, records, slurm_states
+from pipeline_kit.launch.cancel import cancel_experiment
+from pipeline_kit.launch.failure_report import failure_report
+from pipeline_kit.launch.figures import job_figures
+from pipeline_kit.launch.job_states import FINAL, JobStatus
 from pipeline_kit.measurements import JobFigures
 
 LOOKBACK_RUNS = 20  # how many earlier runs `last_work` reads (each is one remote command over SSH)
@@ -93,7 +96,7 @@ class Experiment:
     # states
     def statuses(self) -> list[JobStatus]:
         """Each job's state now (sacct on Slurm, the .rc files and nemo-run elsewhere) and its failed array units."""
-        found = monitor.experiment_status(self.cluster, self._record())
+        found = job_status.experiment_status(self.cluster, self._record())
         self.states = {s.name: s.state for s in found}
         return found
 
@@ -109,7 +112,7 @@ class Experiment:
         """Wait until every job has ended, for at most `timeout` seconds (None: no limit; after it the states are
         returned as they are, and one line on stderr names the unfinished jobs); returns job -> state. On Slurm a
         job the scheduler no longer knows ends LOST. `check`: raise JobFailed if a job ended without succeeding."""
-        self.states = monitor.wait_for_states(self.cluster, self._record(), timeout_s=timeout)
+        self.states = job_status.wait_for_states(self.cluster, self._record(), timeout_s=timeout)
         if all(state in FINAL for state in self.states.values()):  # its jobs no longer write the outputs
             output_lock.release_run(self._record().locks, self._record().run_id)
         if check and any(state in FINAL and state != "SUCCEEDED" for state in self.states.values()):
@@ -129,7 +132,7 @@ class Experiment:
         """Per job, what its generation clients measured as they ran (pipeline_kit.measurements: the server's
         start-up, the queue wait, each unit's samples, tokens and seconds), one entry per array element; written as
         units finish, so a running or killed job shows the units it finished."""
-        return monitor.job_figures(self.cluster, self._record())
+        return job_figures(self.cluster, self._record())
 
     def last_work(self, jobs: list[str], runs: int = LOOKBACK_RUNS) -> dict[str, tuple[str, list[JobFigures]]]:
         """Per job of `jobs`, (run id, figures) of the newest earlier submission of this experiment's name (of the
@@ -139,7 +142,7 @@ class Experiment:
         earlier = [p for p in records.run_files(self.cluster, self.expname) if p.stem < self.run_id][-runs:]
         for path in reversed(earlier):
             record = records.read_record(path)
-            for job, figures in monitor.job_figures(self.cluster, record).items():
+            for job, figures in job_figures(self.cluster, record).items():
                 if job in jobs and job not in found and any(f.units for f in figures):
                     found[job] = (record.run_id, figures)
             if len(found) == len(jobs):
@@ -152,7 +155,7 @@ class Experiment:
         refresh them), each with why (`lines` of its report at most)."""
         found = {}
         if any(state == "FAILED" for state in self.states.values()):
-            found = {s.name: s for s in monitor.experiment_status(self.cluster, self._record())}
+            found = {s.name: s for s in job_status.experiment_status(self.cluster, self._record())}
         failures = []
         for job, state in self.states.items():
             if state in FINAL and state != "SUCCEEDED":
@@ -166,13 +169,13 @@ class Experiment:
         """Why a job failed, as kit found it: its kit.log (the failing command or service, its exit code and its
         log's first error lines), else the container start-up lines, else the end of its batch output ('' if
         none says)."""
-        return monitor.failure_report(self.cluster, self._record(), job, lines)
+        return failure_report(self.cluster, self._record(), job, lines)
 
     def logs(self, job: str | None = None) -> dict[str, JobLogs]:
         """Per job (or only `job`), where its logs are."""
         record = self._record()
-        kit_logs = monitor.log_files(self.cluster, record)
-        scheduler = monitor.scheduler_outputs(self.cluster, record)
+        kit_logs = job_logs.log_files(self.cluster, record)
+        scheduler = job_logs.scheduler_outputs(self.cluster, record)
         names = [job] if job is not None else list(kit_logs)
         for name in names:
             if name not in kit_logs:
@@ -181,17 +184,17 @@ class Experiment:
 
     def tail(self, path: str, lines: int = 20) -> str:
         """The last `lines` lines of a log of this experiment (read over ssh when the cluster is remote)."""
-        return monitor.tail(self.cluster, path, lines)
+        return job_logs.tail(self.cluster, path, lines)
 
     def container_startup(self, lines: int = 20) -> dict[str, list[str]]:
         """Per Slurm job, the pyxis/enroot lines of its srun output (a container that did not start says why only
         there), under a `<file>:` line per output file; empty elsewhere."""
-        return monitor.container_startup_lines(self.cluster, self._record(), lines)
+        return job_logs.container_startup_lines(self.cluster, self._record(), lines)
 
     @property
     def scheduler_dir(self) -> str:
         """Where nemo-run keeps this experiment's batch scripts and srun output on the cluster."""
-        return monitor.nemo_run_dir(self.cluster, self._record())
+        return job_logs.nemo_run_dir(self.cluster, self._record())
 
     def placement(self, job: str) -> tuple[str, str | None]:
         """Slurm: the scheduler's word for `job` now (squeue's PENDING, CONFIGURING, RUNNING, ...; '' once it no
@@ -199,13 +202,13 @@ class Experiment:
         ids = self.slurm_ids.get(job) if self.record and self.record.executor == "slurm" else None
         if not ids:
             raise UserError(f"experiment {self.expname}: '{job}' is not one of its Slurm jobs; placement is Slurm's.")
-        return monitor.slurm_placement(self.cluster, ids[0])
+        return slurm_states.slurm_placement(self.cluster, ids[0])
 
     # stopping it
     def cancel(self) -> list[str]:
         """Cancel every job that may still run (and free the outputs it locked); returns the names of the jobs it
         cancelled (not those that had already ended)."""
-        acted = monitor.cancel_experiment(self.cluster, self._record())
+        acted = cancel_experiment(self.cluster, self._record())
         output_lock.release_run(self._record().locks, self._record().run_id)
         return acted
 

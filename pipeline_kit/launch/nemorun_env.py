@@ -41,7 +41,6 @@ LEPTON_MODULE = "nemo_run.core.execution.lepton"
 USED = {
     "__version__": "nemo_run.package_info",
     "Script": "nemo_run.config",
-    "LocalExecutor": "nemo_run.core.execution.local",
     "DockerExecutor": "nemo_run.core.execution.docker",
     "SlurmExecutor": "nemo_run.core.execution.slurm",
     "Packager": "nemo_run.core.packaging",

@@ -34,7 +34,7 @@ class ExperimentRecord:
     log_dir: str
     nemo_run_id: str | None = None
     jobs: list[JobRecord] = field(default_factory=list)
-    detached: bool = False  # none's jobs started without nemo-run, not waited for (launch/detached.py)
+    detached: bool = False  # none's jobs, started by kit in their own sessions, without nemo-run (launch/detached.py)
     locks: list[str] = field(default_factory=list)  # its output locks (pipeline_kit.output_lock), for `kit cancel`
 
     def job(self, name: str) -> JobRecord:

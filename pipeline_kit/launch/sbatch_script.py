@@ -10,7 +10,7 @@ from types import ModuleType
 
 HET_FLAGS_ATTR = "kit_het_flags"  # set on a het job's first executor: one {sbatch key: value} dict per component
 _FLAG = re.compile(r"#SBATCH --([A-Za-z0-9_-]+)")
-_NO_ACCOUNT = re.compile(r"^#SBATCH --account=''\n", re.M)
+NO_ACCOUNT = re.compile(r"^#SBATCH --account=''\n", re.M)
 
 
 def sbatch_flag(key: str, value) -> str:
@@ -58,7 +58,7 @@ def install(run: ModuleType) -> None:
                 d.job_name = d.job_name or name
         text = original(self)
         if not executor.account:
-            text = _NO_ACCOUNT.sub("", text)  # nemo-run needs a string; an empty one is no account, not --account=''
+            text = NO_ACCOUNT.sub("", text)  # nemo-run needs a string; an empty one is no account, not --account=''
         flags = getattr(executor, HET_FLAGS_ATTR, None)
         return rewrite_components(text, flags) if flags and executor.heterogeneous else text
 

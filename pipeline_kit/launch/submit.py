@@ -17,16 +17,26 @@ from pathlib import Path
 from pipeline_kit import output_lock
 from pipeline_kit.errors import UserError
 from pipeline_kit.launch import detached, records
-from pipeline_kit.launch.executors import adjust_slurm_task, docker_executor, local_executor, slurm_executor
+from pipeline_kit.launch.cancel import cancel_experiment
+from pipeline_kit.launch.detached import script_alive
+from pipeline_kit.launch.executors import (
+    SlurmSpec,
+    adjust_slurm_task,
+    component_flags,
+    docker_executor,
+    slurm_executor,
+    slurm_spec,
+)
 from pipeline_kit.launch.experiment import Experiment
 from pipeline_kit.launch.follow import LogFollower, service_logs
 from pipeline_kit.launch.images import prepare_slurm_images
-from pipeline_kit.launch.monitor import cancel_experiment, local_outcome
+from pipeline_kit.launch.job_status import local_outcome
 from pipeline_kit.launch.mounts import check_sources_at_submission
 from pipeline_kit.launch.nemorun_env import import_nemo_run
 from pipeline_kit.launch.packaging import CONTAINER_CODE_DIR, PackagedCode
 from pipeline_kit.launch.remote import remote_run
 from pipeline_kit.launch.sbatch_errors import refusal_reason, what_to_fix
+from pipeline_kit.launch.sbatch_render import experiment_id, render_task, slurm_job_dir
 from pipeline_kit.pipeline.model import Job
 from pipeline_kit.pipeline.pipeline import Pipeline
 from pipeline_kit.pipeline.render import CANCELLED_RC, ScriptContext, local_job_script, slurm_group_script
@@ -131,17 +141,30 @@ class Submission:
         return [local_job_script(job, ctx, self.ports, self.after_rc_files(job), self.dependency_type(job), inputs)]
 
     @contextlib.contextmanager
-    def experiment(self):
-        """The nemo-run Experiment with every job added (nemo-run only allows adding inside its context)."""
+    def experiment(self, exp_id: str | None = None):
+        """The nemo-run Experiment with every job added (nemo-run only allows adding inside its context); `exp_id`:
+        its id (by default nemo-run's new one)."""
         p = self.pipeline
         run = import_nemo_run(p.cluster)
         # kit prints its own summary: nemo-run's goodbye message costs ~1.7 s of syntax highlighting, its exit
         # status one more scheduler query per job
         with run.Experiment(
-            p.name, log_level="WARN", jobs=[], enable_goodbye_message=False, skip_status_at_exit=True
+            p.name, id=exp_id, log_level="WARN", jobs=[], enable_goodbye_message=False, skip_status_at_exit=True
         ) as exp:
             self._add_jobs(run, exp)
             yield exp
+
+    def slurm_specs(self, task: Task) -> list[SlurmSpec]:
+        """One SlurmSpec per group of a task's job (a het job's components)."""
+        p, job = self.pipeline, task.job
+        release = output_lock.release_in_job(self.locks, sum(t.array_size or 1 for t in self.tasks))
+        external = self.external_slurm_ids(job)
+        het = len(job.groups) > 1
+        cluster_dir, mounts = self.code.cluster_dir, p.mount_paths
+        return [
+            slurm_spec(p.cluster, job, g, het, cluster_dir, self.log_dir, mounts, external, task.array_size, release)
+            for g in job.groups
+        ]
 
     def _task_names(self, job: Job) -> list[str]:
         return [t.name for t in self.tasks if t.job is job]
@@ -153,32 +176,14 @@ class Submission:
             job = task.job
             scripts = [run.Script(inline=s) for s in self.scripts(task)]
             deps = [name for d in job.after for name in self._task_names(d)]
-            if kind == "none":
-                exp.add(scripts[0], executor=local_executor(run, p.cluster), name=task.name, dependencies=deps)
-            elif kind == "local":
+            if kind == "local":
                 log_dirs = [self.log_dir, *(rec.log_dir for rec in self.external[job.name])]
                 ex = docker_executor(run, p.cluster, job, self.code.local_dir, log_dirs, p.mount_paths)
                 exp.add(scripts[0], executor=ex, name=task.name, dependencies=deps)
             else:
                 het = len(job.groups) > 1
                 external = self.external_slurm_ids(job)
-                release = output_lock.release_in_job(self.locks, sum(t.array_size or 1 for t in self.tasks))
-                executors = [
-                    slurm_executor(
-                        run,
-                        p.cluster,
-                        job,
-                        g,
-                        het,
-                        self.code.cluster_dir,
-                        self.log_dir,
-                        p.mount_paths,
-                        external,
-                        task.array_size,
-                        release,
-                    )
-                    for g in job.groups
-                ]
+                executors = [slurm_executor(run, spec) for spec in self.slurm_specs(task)]
                 if het:
                     exp.add(scripts, executor=executors, name=task.name, dependencies=deps)
                 else:
@@ -188,16 +193,23 @@ class Submission:
                 adjust_slurm_task(kept, job, p.cluster, external)
 
     def dry_run(self) -> str:
+        """Every task's request and scripts. On Slurm the sbatch scripts come from launch/sbatch_render.py, without
+        nemo-run's import (tests/test_sbatch_render.py holds them to nemo-run's own); on none, how kit starts each
+        script (launch/detached.py); on local, nemo-run's description of the container it would start."""
+        kind = self.pipeline.cluster.executor
+        if kind == "slurm":
+            requests = self.rendered_sbatch(experiment_id(self.pipeline.name))
+        elif kind == "none":
+            env = dict(self.pipeline.cluster.env_vars)
+            requests = [detached.describe(task.name, self.log_dir, env) for task in self.tasks]
+        else:
+            requests = self.nemo_run_requests()
         out = io.StringIO()
-        with contextlib.redirect_stdout(io.StringIO()), self.experiment() as exp:
-            exp.dryrun(log=False)
         out.write(self.split_note())
-        for task, added in zip(self.tasks, exp.jobs, strict=True):
+        for task, described in zip(self.tasks, requests, strict=True):
             job = task.job
             out.write(f"==== job {task.name} ({self.pipeline.cluster.executor})\n")
-            infos = getattr(added, "_dryrun_infos", None) or [added._dryrun_info]
-            for info in infos:
-                out.write(_describe_request(info.request) + "\n")
+            out.write(described)
             deps = [f"<job {name}>" for d in job.after for name in self._task_names(d)]
             deps += self.external_slurm_ids(job)
             if self.pipeline.cluster.executor == "slurm" and deps:  # nemo-run adds it only when it calls sbatch
@@ -205,6 +217,26 @@ class Submission:
             for i, script in enumerate(self.scripts(task)):
                 out.write(f"---- script {task.name}[{i}]\n{script}")
         return out.getvalue()
+
+    def rendered_sbatch(self, exp_id: str) -> list[str]:
+        """Each task's sbatch script as nemo-run would submit it in experiment `exp_id`, rendered by kit."""
+        folder = slurm_job_dir(self.pipeline.cluster, exp_id)
+        out = []
+        for task in self.tasks:
+            cluster = self.pipeline.cluster
+            het = [component_flags(cluster, g) for g in task.job.groups] if len(task.job.groups) > 1 else None
+            out.append(render_task(self.slurm_specs(task), task.name, folder, het) + "\n")
+        return out
+
+    def nemo_run_requests(self, exp_id: str | None = None) -> list[str]:
+        """Each task's request as nemo-run's own dry run describes it (on Slurm: its sbatch scripts)."""
+        with contextlib.redirect_stdout(io.StringIO()), self.experiment(exp_id) as exp:
+            exp.dryrun(log=False)
+        out = []
+        for added in exp.jobs:
+            infos = getattr(added, "_dryrun_infos", None) or [added._dryrun_info]
+            out.append("".join(_describe_request(info.request) + "\n" for info in infos))
+        return out
 
     def submit(self, run_id: str, follow: str | None = None) -> Experiment:
         """`follow` (none/local; see launch.follow): say where the logs go, then show the jobs' lines as they come."""
@@ -220,8 +252,8 @@ class Submission:
             return self._submit(run_id)
 
     def submit_detached(self, run_id: str) -> Experiment:
-        """none, not waited for: each job's script started in its own session (launch/detached.py), in the order of
-        the jobs (each waits for its parents' .rc files itself); returns at once with no state known yet."""
+        """none: each job's script started in its own session (launch/detached.py), in the order of the jobs (each
+        waits for its parents' .rc files itself); returns at once with no state known yet (see `_run_none`)."""
         p = self.pipeline
         record = records.ExperimentRecord(p.name, run_id, p.cluster.executor, self.log_dir, detached=True)
         record.jobs = [
@@ -236,10 +268,33 @@ class Submission:
             detached.start(self.scripts(task)[0], task.name, self.log_dir, dict(p.cluster.env_vars))
         return Experiment(p.name, run_id, p.cluster, record)
 
+    def _run_none(self, run_id: str) -> Experiment:
+        """none in the foreground: the jobs start as submit_detached starts them (no nemo-run), and this waits until
+        each has written its .rc file, or its script ended without one (killed: FAILED). Ctrl-C or a kill of this
+        process cancels what still runs."""
+        p = self.pipeline
+        experiment = self.submit_detached(run_id)
+        record = experiment.record
+        pending = list(record.jobs)
+        with _cancel_on_interrupt(p.cluster, record):
+            while pending:
+                time.sleep(0.05)
+                for job in list(pending):
+                    state = local_outcome(record, job)
+                    if state is None and script_alive(record.log_dir, job.name) is False:
+                        state = local_outcome(record, job) or "FAILED"  # its .rc may have landed as it exited
+                    if state is not None:
+                        job.state = state
+                        pending.remove(job)
+        records.save_record(p.cluster, record)
+        return Experiment(p.name, run_id, p.cluster, record, {r.name: r.state for r in record.jobs})
+
     def _submit(self, run_id: str) -> Experiment:
         """Queue the jobs (on none/local: run them, and wait until they end) and record them."""
 
         p = self.pipeline
+        if p.cluster.executor == "none":
+            return self._run_none(run_id)
         containers = any(g.container for j in self.jobs for g in j.groups)
         if p.cluster.executor == "local" or (p.cluster.executor == "slurm" and containers):
             check_sources_at_submission(p.cluster, p.mount_paths)

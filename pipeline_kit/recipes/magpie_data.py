@@ -9,14 +9,15 @@ Every output is written atomically."""
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from pathlib import Path
 
+from pipeline_kit.dedupe import question_key
 from pipeline_kit.errors import UserError
 from pipeline_kit.grading.extraction import extract_answer
 from pipeline_kit.grading.grade import task_of
 from pipeline_kit.grading.grader_pool import grade_tasks
+from pipeline_kit.grading.output_names import OUTPUT_NAME
 from pipeline_kit.jsonl import read_jsonl, write_jsonl
 
 DOMAINS_FILE = "magpie/domains.yaml"  # under the shipped prompts/
@@ -53,11 +54,6 @@ def requests(domains: list[str], num_problems: int) -> list[dict]:
     return [{"id": f"{d}-{k}", "domain": d, "system": prompts[d]} for d in domains for k in range(num_problems)]
 
 
-def problem_key(problem: str) -> str:
-    """What two problems share when they are duplicates: the text lower-cased, whitespace collapsed."""
-    return re.sub(r"\s+", " ", problem).strip().lower()
-
-
 def filter_problems(rows: list[tuple[int, dict]], source: str) -> list[dict]:
     """Rows with a non-empty `problem` (and no error), the first of duplicates kept. Rows of a given --input_file
     without id or domain get `input-<line>` and `input`."""
@@ -74,9 +70,9 @@ def filter_problems(rows: list[tuple[int, dict]], source: str) -> list[dict]:
         problem = row.get("problem")
         if problem is not None and not isinstance(problem, str):
             raise UserError(f"{source}:{line_no}: 'problem' is {type(problem).__name__}, not text; fix that line.")
-        if not problem or not problem.strip() or row.get("error") or problem_key(problem) in seen:
+        if not problem or not problem.strip() or row.get("error") or question_key(problem) in seen:
             continue
-        seen.add(problem_key(problem))
+        seen.add(question_key(problem))
         out = {
             "id": row.get("id", f"input-{line_no}"),
             "domain": row.get("domain", "input"),
@@ -103,8 +99,8 @@ def sft_rows(rows: list[tuple[int, dict]]) -> list[dict]:
 
 
 def seed_of(path: Path) -> int:
-    match = re.fullmatch(r"output-rs(\d+)\.jsonl", path.name)
-    if not match:
+    match = OUTPUT_NAME.fullmatch(path.name)
+    if not match or match.group(1) is None:
         raise UserError(f"{path}: not a sampled output (output-rs<seed>.jsonl).")
     return int(match.group(1))
 

@@ -13,7 +13,9 @@ from collections import Counter
 from pathlib import Path
 
 from pipeline_kit.atomic import write_atomic
+from pipeline_kit.dedupe import question_key, sample_key
 from pipeline_kit.errors import UserError, did_you_mean
+from pipeline_kit.grading.output_names import merged_outputs
 from pipeline_kit.jsonl import read_jsonl, write_jsonl
 
 METHODS = ("ansaug", "rephrase", "sv", "fobar")  # --methods, in the order the questions are built
@@ -24,7 +26,6 @@ FOBAR_QUESTION = "If we know the answer to the above question is {answer}, what 
 # a number standing on its own: 7, 1,200, 3.5 (not the 2 of "x2" or of "v2.0"'s parts)
 _NUMBER = re.compile(r"(?<![\w.])\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\w]|\.\d)|(?<![\w.,])\d+(?:\.\d+)?(?![\w]|[.,]\d)")
 _VARIABLE_X = re.compile(r"(?<![A-Za-z\\])x(?![A-Za-z])")  # the question already has an x: masking would clash
-_OUTPUT = re.compile(r"output(?:-rs\d+)?\.jsonl")  # a generation stage's merged outputs
 # a reply's leading label: "Rephrased question:", "**Rewritten Question:**", "Question:" (the prompt's own label)
 _LABEL = re.compile(
     r"^\s*(?:\*\*)?(?:(?:rephrased|rewritten|reworded)(?: question)?|question)\s*:\s*(?:\*\*)?\s*", re.I
@@ -122,7 +123,7 @@ def sv_verdict(reply: dict, masked: dict) -> tuple[str, str | None]:
 def generated(folder: str) -> list[tuple[Path, int, dict]]:
     """(file, line, record) of a generation stage's output.jsonl / output-rs{seed}.jsonl, failed requests (records
     with an `error`) included: the callers count them."""
-    files = sorted(f for f in Path(folder).glob("output*.jsonl") if _OUTPUT.fullmatch(f.name))
+    files = merged_outputs(folder)
     if not files:
         raise UserError(f"{folder}: no output.jsonl or output-rs*.jsonl; the generation stage before wrote nothing.")
     return [(f, n, rec) for f in files for n, rec in read_jsonl(f)]
@@ -138,10 +139,10 @@ def rephrase_verdict(reply: dict, original: dict, seen: set) -> tuple[str, str]:
     if "error" in reply:
         return "failed_request", ""
     text = rephrasing(reply["generation"])
-    key = (original["original_id"], " ".join(text.split()))
+    key = (original["original_id"], question_key(text))
     if not text:
         return ("solved_instead" if _LABEL.sub("", reply["generation"] or "").strip() else "empty"), ""
-    if key[1] == " ".join(original["problem"].split()):
+    if key[1] == question_key(original["problem"]):
         return "same_as_original", ""
     if key in seen:
         return "duplicate", ""
@@ -214,7 +215,7 @@ def solution_verdict(rec: dict, seen: set) -> str:
     if "error" in rec:
         return "failed_request"
     if rec["symbolic_correct"] is True:
-        return "duplicate" if (rec["problem"], rec["generation"]) in seen else "keep"
+        return "duplicate" if sample_key(rec["problem"], rec["generation"]) in seen else "keep"
     if rec["predicted_answer"] is None:
         return "no_answer"
     return "grading_timed_out" if rec["grading_timed_out"] else "wrong_answer"
@@ -245,7 +246,7 @@ def collect(solve_dir: str, build_stats: str, out_file: str, stats_file: str) ->
         if verdict != "keep":
             counts["solutions_dropped"][verdict] += 1
             continue
-        seen.add((rec["problem"], rec["generation"]))
+        seen.add(sample_key(rec["problem"], rec["generation"]))
         counts["kept"] += 1
         kept.append({"query": rec["problem"], "response": rec["generation"], "type": rec["type"],
                      "problem": rec["problem"], "generation": rec["generation"],

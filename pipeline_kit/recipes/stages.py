@@ -51,6 +51,8 @@ NOT_IN_KEY = (
     "num_jobs",
     "max_startup_share",
     "max_jobs",
+    "max_wall_ratio",
+    "nodes_free",
     "server_port",
     "save_before_timeout",
 )  # how a stage is run, not what it makes

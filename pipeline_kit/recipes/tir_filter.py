@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from pathlib import Path
 
@@ -15,6 +14,7 @@ from pipeline_kit.atomic import write_atomic
 from pipeline_kit.errors import UserError
 from pipeline_kit.grading.grade import task_of
 from pipeline_kit.grading.grader_pool import grade_tasks
+from pipeline_kit.grading.output_names import merged_outputs
 from pipeline_kit.jsonl import read_jsonl, write_jsonl
 
 # why a record is dropped, in the order they are checked (a record counts under the first that applies)
@@ -26,11 +26,10 @@ REASONS = {
     "wrong_answer": "the grader finds its final answer wrong",
 }
 SFT_FIELDS = ("id", "problem", "generation", "expected_answer", "source")  # what the SFT record keeps, if present
-_OUTPUT = re.compile(r"output(?:-rs\d+)?\.jsonl")  # a generation stage's merged outputs (not chunks, not .tmp)
 
 
 def generation_files(gen_dir: str | Path) -> list[Path]:
-    files = sorted(p for p in Path(gen_dir).iterdir() if _OUTPUT.fullmatch(p.name)) if Path(gen_dir).is_dir() else []
+    files = merged_outputs(gen_dir)
     if not files:
         raise UserError(f"{gen_dir}: no output.jsonl or output-rs*.jsonl; run the TIR generation stage first.")
     return files

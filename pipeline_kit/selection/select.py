@@ -14,9 +14,13 @@ from pipeline_kit.grading.grade import find_files, grade_files
 from pipeline_kit.jsonl import numbered_records
 from pipeline_kit.selection.genselect import decided_text
 from pipeline_kit.selection.genselect_runs import read_picks
-from pipeline_kit.selection.voting import Candidate, majority, sc_tir_keeps, vote_weight, weighted
+from pipeline_kit.selection.voting import Candidate, equivalent_majority, sc_tir_keeps, vote_weight, weighted
 
-METHODS = {"majority": majority, "weighted": weighted, "sc-tir": majority}  # sc-tir votes over the kept samples
+METHODS = {
+    "majority": equivalent_majority,
+    "weighted": weighted,
+    "sc-tir": equivalent_majority,
+}  # sc-tir votes over the kept samples
 
 
 def run_files(input_dir: str) -> list[Path]:

@@ -1,7 +1,9 @@
 """Votes over one problem's candidate answers, where answers the math grader finds equal count as one answer
 (`\\frac{1}{2}`, `0.5` and `1/2` are one vote of three). A candidate without an answer never wins.
 
-- majority: the largest group; a tie goes to the group whose first member came first.
+- equivalent_majority: the largest group; a tie goes to the group whose first member came first. It is `kit select
+  --method=majority` and summarize's `majority[equivalent]@n`; summarize's `majority@k` votes on exact answer
+  strings instead (evaluation/metrics.py), which needs no grader and so is computed for every k.
 - weighted: the group with the largest total weight; a weight is a reward model's score (summed as given, so use a
   scorer whose scores are not negative, e.g. a probability) or exp(mean log-probability) of the solution's tokens.
 """
@@ -54,7 +56,7 @@ class Choice:
     votes: int
 
 
-def majority(candidates: list[Candidate], same: SameAnswer = grader_equal) -> Choice | None:
+def equivalent_majority(candidates: list[Candidate], same: SameAnswer = grader_equal) -> Choice | None:
     """The first member of the largest group (None when no candidate has an answer)."""
     found = groups(candidates, same)
     if not found:

@@ -4,7 +4,7 @@ only when that type is asked for (servers.base.get_server_type). A new type is a
 SERVER_TYPES: dict[str, str] = {
     "openai": "pipeline_kit.servers.external:OPENAI",
     "sglang": "pipeline_kit.servers.sglang:SGLANG",
-    "transformers": "pipeline_kit.servers.transformers_server:TRANSFORMERS",
+    "transformers": "pipeline_kit.servers.transformers:TRANSFORMERS",
     "trtllm": "pipeline_kit.servers.trtllm:TRTLLM",
     "vllm": "pipeline_kit.servers.vllm:VLLM",
 }

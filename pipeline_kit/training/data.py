@@ -29,12 +29,13 @@ from pathlib import Path
 
 from pipeline_kit.atomic import write_atomic
 from pipeline_kit.benchmarks import benchmark_names, get_benchmark
+from pipeline_kit.dedupe import sample_key
 from pipeline_kit.errors import UserError, closest
 from pipeline_kit.grading.grade import grade_files
+from pipeline_kit.grading.output_names import OUTPUT_GLOB
 from pipeline_kit.inference.reasoning import START
 from pipeline_kit.jsonl import numbered_records
 
-GLOB = "output*.jsonl"
 DEFAULT_NGRAM = 13
 _NOT_WORD = re.compile(r"[^\w\s]+")
 
@@ -150,10 +151,12 @@ def _records(path: Path):
 def output_files(input_dir: Path) -> list[Path]:
     """Every output*.jsonl under `input_dir` (sorted), without chunk files; a missing or empty folder is an error."""
     if not input_dir.is_dir():
-        raise UserError(f"--input_dir {input_dir}: no such folder; give a folder of generation outputs ({GLOB}).")
-    found = sorted(p for p in input_dir.rglob(GLOB) if p.is_file() and "_chunk_" not in p.name)
+        raise UserError(
+            f"--input_dir {input_dir}: no such folder; give a folder of generation outputs ({OUTPUT_GLOB})."
+        )
+    found = sorted(p for p in input_dir.rglob(OUTPUT_GLOB) if p.is_file() and "_chunk_" not in p.name)
     if not found:
-        raise UserError(f"--input_dir {input_dir}: no {GLOB} files under this folder; run `kit generate` first.")
+        raise UserError(f"--input_dir {input_dir}: no {OUTPUT_GLOB} files under this folder; run `kit generate` first.")
     return found
 
 
@@ -276,7 +279,7 @@ def prepare_sft(
                     c.unfinished += 1
                     continue
                 rec["generation"] = training_text(rec, reasoning, start_reasoning_string, end_reasoning_string)
-                pair = (rec["problem"], rec["generation"])
+                pair = sample_key(rec["problem"], rec["generation"])
                 if dedupe and pair in seen:
                     c.duplicate += 1
                     continue

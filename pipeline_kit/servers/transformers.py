@@ -1,6 +1,7 @@
-"""CPU-friendly serving for laptops: `transformers serve` pinned to the model folder, through kit's launcher
-(pipeline_kit/servers/transformers_serve.py, which seeds each generation where it runs). It answers only requests
-whose model is that exact path, and /v1/models needs an existing HF_HUB_CACHE, so both are set here. A reward model
+"""The server type `--server_type=transformers` (its command line, as vllm.py is vllm's): CPU-friendly serving for
+laptops, `transformers serve` pinned to the model folder, run through kit's launcher transformers_seeded_serve.py
+(the program the job runs, which seeds each generation where it runs). It answers only requests whose model is
+that exact path, and /v1/models needs an existing HF_HUB_CACHE, so both are set here. A reward model
 (config.json names a *ForSequenceClassification) gets kit's reward server instead, decided where the job runs.
 Its requests carry their sampling settings in a `generation_config` field (inference/client.py, sampling_fields)."""
 
@@ -20,7 +21,7 @@ class TransformersServer(ServerType):
         where = f"{model} --device {device} --host 0.0.0.0 --port {port}"
         serve = (
             'export HF_HUB_CACHE="${HF_HUB_CACHE:-$KIT_LOG_DIR/hf-cache}" && mkdir -p "$HF_HUB_CACHE" && '
-            f"{python} -m pipeline_kit.servers.transformers_serve {where}{extra_args(spec)}"
+            f"{python} -m pipeline_kit.servers.transformers_seeded_serve {where}{extra_args(spec)}"
         )
         config = shlex.quote(f"{spec.model.rstrip('/')}/config.json")
         # --server_args are `transformers serve`'s options; the reward server has none of them

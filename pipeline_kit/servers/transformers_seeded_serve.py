@@ -1,6 +1,7 @@
-"""kit's launcher of `transformers serve` (for --server_type=transformers): the same server and options, with each
-request's `seed` applied where its generation runs, so that a seed reproduces its sample at any concurrency.
-  python -m pipeline_kit.servers.transformers_serve MODEL [transformers serve's options: --device, --port, ...]
+"""kit's launcher of `transformers serve`, the program a --server_type=transformers job runs (transformers.py
+writes its command line): the same server and options, with each request's `seed` applied where its generation
+runs, so that a seed reproduces its sample at any concurrency.
+  python -m pipeline_kit.servers.transformers_seeded_serve MODEL [transformers serve's options: --device, --port, ...]
 
 Why: `transformers serve` calls torch.manual_seed(seed) on its event loop when a request arrives, but generates on
 one inference thread, one request after another, from the process's single torch generator. With several requests

@@ -1,0 +1,16 @@
+"""The names of a generation's output files, which every reader of them takes from here: output.jsonl (greedy) and
+output-rs{seed}.jsonl (sampled), merged from their chunk files (`*_chunk_{k}.jsonl`) when every chunk is done."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+OUTPUT_GLOB = "output*.jsonl"  # every output file, chunk files included
+OUTPUT_NAME = re.compile(r"output(?:-rs(\d+))?\.jsonl")  # a merged output; group 1: the seed of a sampled one
+
+
+def merged_outputs(folder: str | Path) -> list[Path]:
+    """The merged outputs directly in `folder` (not chunks, not .tmp files), sorted; none when it is no folder."""
+    folder = Path(folder)
+    return sorted(p for p in folder.iterdir() if OUTPUT_NAME.fullmatch(p.name)) if folder.is_dir() else []
