@@ -5,6 +5,7 @@ with every unit done.
 
   python perf/bench_one_job.py                                     # kit = this checkout
   python perf/bench_one_job.py --tree before=/tmp/main-tree --tree after=.   # two kit trees, same run
+  python perf/bench_one_job.py --cli_only                          # issue 36: the bare loop and the CLI only
   options: --problems 500 --seeds 4 --max_tokens 12 --concurrency 512 --rounds 3 [--server stub]
 
 Each kit tree is run two ways, with this checkout's .venv and PYTHONPATH=TREE (another tree's code, this venv's
@@ -12,6 +13,9 @@ packages): `NAME` is the CLI, `.venv/bin/kit generate` (parsing, planning, nemo-
 the requests, the final files); `NAME:job` is the job's own command alone, `python -m pipeline_kit.inference.generate
 ++output_dir=... ++units=[rs0,...]`, what the CLI runs on none. Every run is a fresh process, timed start to exit. The clients alternate within a round, the order reversed every
 other round; ratios are taken within a round (bare seconds / kit seconds: 1 = as fast as the bare loop).
+Each run also says when its first answer came back, from its process's start (kit: the first line of an
+in-progress file, the folder polled every 10 ms), and for the CLI its launch: from its start to the job's start
+($KIT_JOB_START, the `job_started_at` of the job's figures file).
 """
 
 from __future__ import annotations
@@ -34,6 +38,8 @@ sys.path.insert(0, str(HERE))
 
 import bench_client  # noqa: E402  (the servers: start_vllm, start_stub, wait_ready, stop)
 
+BIN = Path(sys.executable).parent  # kit and python of the venv this script runs in
+
 
 async def bare_requests(url: str, model: str, prompts: list[str], seeds: int, concurrency: int, max_tokens: int):
     from openai import AsyncOpenAI
@@ -51,6 +57,8 @@ async def bare_requests(url: str, model: str, prompts: list[str], seeds: int, co
                 max_tokens=max_tokens,
                 seed=seed,
             )
+        if not FIRST_ANSWER:
+            FIRST_ANSWER.append(time.time())
         return resp.choices[0].message.content or ""
 
     texts = await asyncio.gather(*(one(p, s) for s in range(seeds) for p in prompts))
@@ -64,6 +72,7 @@ def bare_main(argv: list[str]) -> None:
     records = [json.loads(line) for line in Path(input_file).read_text().splitlines()]
     prompts = [r["problem"] for r in records]  # the prompt ++prompt_config=generic/default builds
     texts = asyncio.run(bare_requests(url, model, prompts, int(seeds), int(concurrency), int(max_tokens)))
+    print(f"first answer at {FIRST_ANSWER[0]:.3f}")
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
     for s in range(int(seeds)):
@@ -72,20 +81,50 @@ def bare_main(argv: list[str]) -> None:
         (out / f"output-rs{s}.jsonl").write_text("".join(lines))
 
 
-def timed(argv: list[str], env: dict | None = None, cwd: Path | None = None) -> tuple[float, str]:
-    """(wall seconds, output) of one process; its CPU seconds (user + sys, its children included) go to CPU."""
+FIRST_ANSWER: list[float] = []  # in the bare loop's process: the epoch of its first answer
+
+
+def first_line(folder: Path | None, proc: subprocess.Popen) -> float | None:
+    """Polls `folder` every 10 ms while `proc` runs: the epoch when an in-progress file first held a line."""
+    while folder is not None and proc.poll() is None:
+        for path in folder.glob("*.in-progress") if folder.is_dir() else ():
+            try:
+                if path.stat().st_size > 0:
+                    return time.time()
+            except FileNotFoundError:
+                pass
+        time.sleep(0.01)
+    return None
+
+
+def timed(argv: list[str], env: dict | None = None, cwd: Path | None = None, watch: Path | None = None):
+    """(wall seconds, output, epoch at start, epoch of the first in-progress line in `watch` or None) of one
+    process; its CPU seconds (user + sys, its children included) go to CPU."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.perf_counter()
-    res = subprocess.run(argv, capture_output=True, text=True, env=env, cwd=cwd)
+    start, epoch = time.perf_counter(), time.time()
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=cwd)
+    first = first_line(watch, proc)
+    stdout, stderr = proc.communicate()
+    res = subprocess.CompletedProcess(argv, proc.returncode, stdout, stderr)
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     CPU.append((after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime))
     if res.returncode != 0:
         raise SystemExit(f"{' '.join(argv[:3])} failed ({res.returncode}):\n{res.stdout}\n{res.stderr}")
-    return wall, res.stdout + res.stderr
+    return wall, res.stdout + res.stderr, epoch, first
 
 
 CPU: list[float] = []  # the CPU seconds of each timed process, in order
+
+
+def job_start(job_dir: Path, after: float) -> float:
+    """The start ($KIT_JOB_START) of the newest job whose figures file says it started after `after` (epoch)."""
+    starts = []
+    for path in job_dir.glob("logs/*/*/measurements/*.json"):
+        started = json.loads(path.read_text()).get("job_started_at")
+        if started is not None and started >= after:
+            starts.append(started)
+    return min(starts) if starts else float("nan")
 
 
 def check_outputs(out: Path, problems: int, seeds: int) -> None:
@@ -105,6 +144,7 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=512)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--tree", action="append", metavar="NAME=PATH", help="a kit tree to run (repeatable)")
+    ap.add_argument("--cli_only", action="store_true", help="no NAME:job runs (the job's command alone)")
     ap.add_argument("--bare_client", nargs=7, metavar="ARG", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.bare_client:
@@ -130,13 +170,13 @@ def main() -> None:
         t = time.monotonic()
         bench_client.wait_ready(url, server, 900)
         print(f"vLLM ready after {time.monotonic() - t:.0f} s (log: {work / 'vllm.log'})", flush=True)
-    kit = [str(ROOT / ".venv" / "bin" / "kit"), "generate", "--cluster=local-procs", f"--config_dir={work / 'configs'}"]
+    kit = [str(BIN / "kit"), "generate", "--cluster=local-procs", f"--config_dir={work / 'configs'}"]
     kit += ["--server_type=openai", f"--server_address={url}", f"--model={model}", f"--input_file={inp}"]
     kit += [f"--num_random_seeds={args.seeds}", "++prompt_config=generic/default", "++inference.temperature=0"]
     kit += [f"++max_concurrent_requests={args.concurrency}", f"++inference.tokens_to_generate={args.max_tokens}"]
     kit += ["++progress_every=100000"]
     units = ",".join(f"rs{seed}" for seed in range(args.seeds))
-    job = [str(ROOT / ".venv" / "bin" / "python"), "-m", "pipeline_kit.inference.generate", f"++input_file={inp}"]
+    job = [str(BIN / "python"), "-m", "pipeline_kit.inference.generate", f"++input_file={inp}"]
     job += [f"++server.base_url={url}", f"++server.model={model}", f"++units=[{units}]", *kit[-5:]]
     bare = [sys.executable, __file__, "--bare_client", url, model, str(inp)]
     rest = [str(args.seeds), str(args.concurrency), str(args.max_tokens)]
@@ -145,10 +185,12 @@ def main() -> None:
     load = os.getloadavg()
     print(f"server={args.server} problems={args.problems} seeds={args.seeds} max_tokens={args.max_tokens} "
           f"concurrency={args.concurrency} trees={trees} work={work} load={load[0]:.2f}", flush=True)  # fmt: skip
-    clients = ["bare", *trees, *(f"{name}:job" for name in trees)]
+    clients = ["bare", *trees, *([] if args.cli_only else [f"{name}:job" for name in trees])]
     results: dict[str, list[float]] = {c: [] for c in clients}
     cpu: dict[str, list[float]] = {c: [] for c in clients}
     reruns: dict[str, list[float]] = {c: [] for c in clients if c != "bare"}
+    firsts: dict[str, list[float]] = {c: [] for c in clients}  # process start -> first answer
+    launches: dict[str, list[float]] = {c: [] for c in trees}  # CLI start -> the job's start
     loads: list[float] = []
     try:
         for r in range(args.rounds):
@@ -156,26 +198,37 @@ def main() -> None:
             for who in clients if r % 2 == 0 else clients[::-1]:
                 out = work / f"out-{who}-{r}"
                 if who == "bare":
-                    wall, _ = timed([*bare, str(out), *rest])
+                    wall, log, began, _ = timed([*bare, str(out), *rest])
                     cpu[who].append(CPU[-1])
-                    line = f"round {r + 1} {who:<8} {wall:6.2f} s  CPU {CPU[-1]:5.1f} s"
+                    firsts[who].append(float(log.split("first answer at ")[1].split()[0]) - began)
+                    line = f"round {r + 1} {who:<8} {wall:6.2f} s  CPU {CPU[-1]:5.1f} s  first answer {firsts[who][-1]:.2f} s"
                 else:
                     name = who.removesuffix(":job")
                     env = {**os.environ, "PYTHONPATH": trees[name], "KIT_HOME": str(work / f"home-{name}" / ".kit")}
                     command = [*job, f"++output_dir={out}"] if who.endswith(":job") else [*kit, f"--output_dir={out}"]
                     # run outside any git checkout: no code of the user's to package
-                    wall, log = timed(command, env, cwd=work)
+                    wall, log, began, first = timed(command, env, cwd=work, watch=out)
                     cpu[who].append(CPU[-1])
-                    again, _ = timed(command, env, cwd=work)
+                    firsts[who].append(first - began if first is not None else float("nan"))
+                    again, *_ = timed(command, env, cwd=work)
                     reruns[who].append(again)
                     checks = log.count("ready after")  # the server check: once per unit before, once per job after
                     line = (
-                        f"round {r + 1} {who:<8} {wall:6.2f} s  CPU {cpu[who][-1]:5.1f} s  (server checks: {checks}; "
+                        f"round {r + 1} {who:<8} {wall:6.2f} s  CPU {cpu[who][-1]:5.1f} s  first answer "
+                        f"{firsts[who][-1]:.2f} s  (server checks: {checks}; done rerun {again:.2f} s"
                     )
-                    line += f"done rerun {again:.2f} s)"
+                    if who in launches:
+                        launches[who].append(job_start(work / "jobs", began) - began)
+                        line += f"; launch {launches[who][-1]:.2f} s"
+                    line += ")"
                 check_outputs(out, args.problems, args.seeds)
                 results[who].append(wall)
+                if who != "bare" and len(results["bare"]) == r + 1:
+                    line += f"  bare / kit {results['bare'][r] / wall:.2f}x"
                 print(line, flush=True)
+            if r % 2 == 1:  # the bare loop ran last: the ratios of this round
+                for who in clients[1:]:
+                    print(f"round {r + 1} {who:<8} bare / kit {results['bare'][r] / results[who][r]:.2f}x", flush=True)
     finally:
         bench_client.stop(server, group=args.server == "vllm")
     n = args.problems * args.seeds
@@ -184,6 +237,10 @@ def main() -> None:
         ws = results[who]
         line = f"{who:<8} {statistics.median(ws):.2f} s ({min(ws):.2f}-{max(ws):.2f}), {n / statistics.median(ws):.0f} req/s"
         line += f", CPU {statistics.median(cpu[who]):.1f} s ({min(cpu[who]):.1f}-{max(cpu[who]):.1f})"
+        line += f", first answer {statistics.median(firsts[who]):.2f} s ({min(firsts[who]):.2f}-{max(firsts[who]):.2f})"
+        if who in launches:
+            ls = launches[who]
+            line += f", launch {statistics.median(ls):.2f} s ({min(ls):.2f}-{max(ls):.2f})"
         if who != "bare":
             ratios = [b / k for b, k in zip(results["bare"], ws, strict=True)]
             line += f"; bare / kit {statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f})"

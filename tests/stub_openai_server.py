@@ -1,13 +1,15 @@
 """A small OpenAI-compatible server for tests, where the point is the client, not the model (real vLLM is used
 elsewhere). It logs every completion request it receives (one JSON line), so tests count what reached the server.
 
-  python stub_openai_server.py PORT REQUEST_LOG [--delay S] [--die_after N] [--never_ready]
+  python stub_openai_server.py PORT REQUEST_LOG [--delay S] [--die_after N] [--never_ready | --ready_file PATH]
                                [--context_limit C [--context_style vllm|vllm_old|sglang]]
                                [--tir_rounds N [--tir_code TEMPLATE]] [--add_seed]
                                [--fail_status CODE [--fail_when TEXT | --fail_for S [--fail_from K]]]
                                [--answer_chars N] [--script FILE] [--think [--reasoning_parser]]
 
-Answers `\\boxed{<the number in the last message>}` (plus the request's seed with --add_seed). With --context_limit
+Answers `\\boxed{<the number in the last message>}` (plus the request's seed with --add_seed). With --never_ready
+every GET answers 503 (a server still loading); with --ready_file PATH, until PATH exists (a server that becomes
+ready when the test says so). With --context_limit
 C the model's context window is C tokens, a token being a character of the prompt: a prompt over C gets the 400
 that vLLM gives; a prompt plus max_tokens over C is cut by the server as vLLM 0.11+ does (--context_style vllm, the
 default; /v1/models then says max_model_len=C), or refused with the 400 of vLLM 0.6-0.9 (vllm_old) or of SGLang
@@ -48,6 +50,7 @@ def main() -> None:
     ap.add_argument("--delay", type=float, default=0.0)
     ap.add_argument("--die_after", type=int, default=0)
     ap.add_argument("--never_ready", action="store_true")
+    ap.add_argument("--ready_file")
     ap.add_argument("--context_limit", type=int, default=0)
     ap.add_argument("--context_style", choices=("vllm", "vllm_old", "sglang"), default="vllm")
     ap.add_argument("--tir_rounds", type=int, default=0)
@@ -86,7 +89,7 @@ def main() -> None:
             self.wfile.write(data)
 
         def do_GET(self):
-            if args.never_ready:
+            if args.never_ready or (args.ready_file and not os.path.exists(args.ready_file)):
                 self.reply(503, {"error": "loading"})
             elif args.fail_status in (401, 403) and not args.fail_when:
                 self.reply(args.fail_status, {"error": {"message": "bad key", "code": args.fail_status}})

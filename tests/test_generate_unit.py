@@ -210,6 +210,51 @@ def test_server_never_ready_fails_with_log_tail_within_timeout(stub, tmp_path):
     assert "Traceback" not in res.stderr
 
 
+def job(args: list[str]) -> subprocess.Popen:
+    """The script in a process of its own (not the fork server's, which has LiteLLM imported already)."""
+    argv = [sys.executable, "-m", "pipeline_kit.inference.generate", *args]
+    return subprocess.Popen(argv, stderr=subprocess.PIPE, text=True)
+
+
+def test_litellm_is_imported_while_the_server_starts(stub, tmp_path):
+    """The server becomes ready only once the job says it has imported LiteLLM: a job that imported it after the
+    wait (as it did) would wait out ++server.ready_timeout and fail. Its first request then needs only the server."""
+    ready = tmp_path / "ready"
+    server = stub("--ready_file", str(ready))
+    log = tmp_path / "server.log"
+    log.write_text("loading weights\n")  # a server kit started: its log is known
+    inp, out = problems(tmp_path, 3), tmp_path / "output.jsonl"
+    proc = job(base(server, inp, out, f"++server.server_log={log}", "++server.ready_timeout=120"))
+    lines = []
+    for line in proc.stderr:
+        lines.append(line)
+        if "LiteLLM imported in" in line:
+            ready.touch()
+    assert proc.wait(timeout=60) == 0, "".join(lines)
+    said = [line.split(": ", 1)[1].split(" in ")[0].split(" after ")[0] for line in lines if ": " in line]
+    imported, waited = said.index("LiteLLM imported"), said.index(f"server {server.url} ready")
+    assert imported < waited and said.count("LiteLLM imported") == 1, lines
+    assert [r["id"] for r in rows(out)] == [0, 1, 2] and len(server.requests()) == 3
+
+
+def test_a_server_never_ready_stops_the_job_with_its_error_last_while_litellm_was_importing(stub, tmp_path):
+    """The wait ends (1 s) before the import does: the job still exits 1 with one error line, its last, and no
+    traceback; a rerun against a ready server generates everything."""
+    server = stub("--never_ready")
+    log = tmp_path / "server.log"
+    log.write_text("loading weights\nCUDA out of memory: tried to allocate 80 GiB\n")
+    inp, out = problems(tmp_path, 3), tmp_path / "output.jsonl"
+    proc = job(base(server, inp, out, "++server.ready_timeout=1", f"++server.server_log={log}"))
+    err = proc.stderr.read()
+    assert proc.wait(timeout=60) == 1, err
+    said = [line for line in err.splitlines() if line.startswith("kit generate: ")]
+    assert said[-1].startswith("kit generate: error: the server at") and "was not ready after 1 s" in said[-1], err
+    assert "CUDA out of memory" in err and "Traceback" not in err and not out.exists()
+    res = generate(*base(stub(), inp, out))
+    assert res.returncode == 0, res.stderr
+    assert [r["id"] for r in rows(out)] == [0, 1, 2]
+
+
 def test_server_dying_mid_run_keeps_finished_samples(stub, tmp_path):
     dying = stub("--die_after", "7")
     inp, out = problems(tmp_path, 20), tmp_path / "output.jsonl"

@@ -10,7 +10,9 @@ import contextvars
 import gc
 import os
 import sys
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pipeline_kit.errors import UserError
@@ -140,10 +142,58 @@ def collect_after(answer_chars: int) -> None:
 _WINDOWS: dict[tuple[str, str], int | None] = {}
 
 
+class _Preload:
+    """The background import of LiteLLM (start_litellm_import): its thread, and what the import raised."""
+
+    thread: threading.Thread | None = None
+    error: BaseException | None = None
+
+
+def start_litellm_import(say: Callable[[str], None] | None = None) -> bool:
+    """Start importing LiteLLM in a thread, so that its ~2 s of CPU overlap what the job waits for (the server's
+    start-up) instead of following it; the next import_litellm() waits for that thread (and raises what the import
+    raised). `say` gets one line when it is done. False where LiteLLM is imported already, or its import started.
+    Not a daemon thread: a job that stops before it needs LiteLLM (a server never ready) exits once the import is
+    done, not in the middle of it."""
+    if "litellm" in sys.modules or _Preload.thread is not None:
+        return False
+
+    def run() -> None:
+        start = time.monotonic()
+        try:
+            _import_litellm()
+        except BaseException as e:  # raised again by import_litellm in the thread that needs LiteLLM
+            _Preload.error = e
+            return
+        if say is not None:
+            say(f"LiteLLM imported in {time.monotonic() - start:.1f} s")
+
+    _Preload.thread = threading.Thread(target=run, name="kit-import-litellm")
+    _Preload.thread.start()
+    return True
+
+
+def litellm_import_ended() -> None:
+    """Wait for the thread of start_litellm_import, if one runs (what it raised is import_litellm's to raise): a job
+    that stops before its first request (a server never ready) says its last line, the error, after the import's."""
+    if _Preload.thread is not None:
+        _Preload.thread.join()
+
+
 def import_litellm():
     """LiteLLM, imported with the garbage collector off, then every object so far frozen (gc.freeze: left out of
     all later collections). The import leaves ~230,000 tracked objects: with the collector on it took 0.3 of 1.8 s of
-    CPU more, and each full collection of the requests that follow walked them all again (perf/README.md)."""
+    CPU more, and each full collection of the requests that follow walked them all again (perf/README.md). Where
+    start_litellm_import began it in a thread, waits for that thread."""
+    thread = _Preload.thread
+    if thread is not None:
+        thread.join()
+        if _Preload.error is not None:
+            raise _Preload.error
+    return _import_litellm()
+
+
+def _import_litellm():
     if "litellm" not in sys.modules:
         os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # offline: no cost-map download at import
         was_enabled = gc.isenabled()

@@ -15,7 +15,7 @@ from pipeline_kit.atomic import no_space, remove_stale_temps
 from pipeline_kit.content_digest import file_digest
 from pipeline_kit.errors import UserError
 from pipeline_kit.inference import done_key, unit_files
-from pipeline_kit.inference.client import GenerationClient
+from pipeline_kit.inference.client import GenerationClient, start_litellm_import
 from pipeline_kit.inference.config import GenerateConfig, parse_generate_config
 from pipeline_kit.inference.input_check import check_generation
 from pipeline_kit.inference.job_figures import FiguresRecorder
@@ -91,6 +91,7 @@ class GenerateTask:
     check_inputs = staticmethod(check_input_file)
     input_digest = staticmethod(input_file_digest)
     open_model = staticmethod(GenerationModel.open)
+    preload = staticmethod(start_litellm_import)
 
     @staticmethod
     def done_key_fields(cfg: GenerateConfig) -> dict[str, object]:

@@ -5,6 +5,7 @@ seeds, resume and .done keys work as for any generation. A problem cut off mid-t
 from __future__ import annotations
 
 from pipeline_kit.errors import UserError
+from pipeline_kit.inference.client import start_litellm_import
 from pipeline_kit.inference.config import GenerateConfig
 from pipeline_kit.inference.prompts import PromptConfig, load_prompt_config
 from pipeline_kit.inference.tasks import prompt_fields
@@ -57,6 +58,8 @@ class GenSelectTask:
         from pipeline_kit.inference.generate import GenerationModel
 
         return await GenerationModel.open(cfg, key)
+
+    preload = staticmethod(start_litellm_import)
 
     def __init__(self, cfg: GenerateConfig):
         if cfg.code_execution:

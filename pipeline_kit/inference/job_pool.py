@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pipeline_kit.inference import retry, unit_files
-from pipeline_kit.inference.client import job_connection
+from pipeline_kit.inference.client import job_connection, litellm_import_ended
 from pipeline_kit.inference.config import GenerateConfig
 from pipeline_kit.inference.job_figures import FiguresRecorder
 from pipeline_kit.inference.progress import Progress
@@ -23,7 +23,9 @@ from pipeline_kit.server_wait import wait_until_ready
 
 
 def say(message: str) -> None:
-    print(f"kit generate: {message}", file=sys.stderr, flush=True)
+    """One line on stderr, in one write (the thread that imports LiteLLM says when it is done)."""
+    sys.stderr.write(f"kit generate: {message}\n")
+    sys.stderr.flush()
 
 
 class Limited:
@@ -139,6 +141,9 @@ async def run_units(works: list[UnitWork], api_key: str | None, done_before: int
         running.append(unit)
         if todo:
             if not server_checked:
+                preload = getattr(task, "preload", None)  # LiteLLM's import, while the server is waited for
+                if preload is not None:
+                    preload(say)
                 server = work.cfg.server
                 started_here = server.server_log is not None  # kit started it (its log is known): it may be loading
                 timeout = server.ready_timeout if started_here else server.external_ready_timeout
@@ -214,4 +219,5 @@ async def run_units(works: list[UnitWork], api_key: str | None, done_before: int
                     unit.progress_file.close()
                     if unit.model is not None and not unit.closed:
                         await unit.model.close()
+                litellm_import_ended()  # a preload still running (the job stopped before its first request)
     return {w.cfg.output_file: failed[w.cfg.output_file] for w in works if w.cfg.output_file in failed}

@@ -10,7 +10,7 @@ import hashlib
 from pipeline_kit.errors import UserError
 from pipeline_kit.inference import unit_files
 from pipeline_kit.inference.chat_template import ChatTemplate
-from pipeline_kit.inference.client import GenerationClient
+from pipeline_kit.inference.client import GenerationClient, start_litellm_import
 from pipeline_kit.inference.config import GenerateConfig
 from pipeline_kit.inference.tasks import check_input_file, input_file_digest
 
@@ -70,6 +70,7 @@ class MagpieTask:
     check_inputs = staticmethod(check_input_file)
     input_digest = staticmethod(input_file_digest)
     open_model = staticmethod(MagpieModel.open)
+    preload = staticmethod(start_litellm_import)
 
     @staticmethod
     def done_key_fields(cfg: GenerateConfig) -> dict[str, object]:

@@ -43,6 +43,10 @@ class GenerationTask(Protocol):
     async def open_model(cfg: GenerateConfig, api_key: str | None) -> Any:
         """What `sample` sends requests to: `generate(request)` and `close()`."""
 
+    # Optional, `preload(say)`: start in the background what open_model will import (LiteLLM's ~2 s of CPU), called
+    # once per job just before the server is waited for, so that the first request waits only for the server; `say`
+    # takes one line for the job's log. A type without it imports what it needs in open_model.
+
     async def sample(self, i: int, model: Any) -> dict:
         """Row i's output record."""
 
