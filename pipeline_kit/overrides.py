@@ -85,6 +85,7 @@ _SIMPLE = re.compile(r"^[A-Za-z0-9_./:@+-]*$")  # a value that needs no quoting 
 _INT = re.compile(r"^[+-]?(0|[1-9](_?[0-9])*)$")
 _FLOAT = re.compile(r"^[+-]?(([0-9](_?[0-9])*)?\.[0-9](_?[0-9])*|[0-9](_?[0-9])*\.?)([eE][+-]?[0-9](_?[0-9])*)?$")
 _QUOTED = re.compile(r"^'([^'\\$]*)'$")  # a quoted string without escapes or interpolations
+_LIST = re.compile(r"^\[([A-Za-z0-9_./:@+-]+(?:,[A-Za-z0-9_./:@+-]+)*)?\]$")
 _NOT_A_STRING = re.compile(r"^([+-]?(inf|nan)|true|false|null)$", re.IGNORECASE)
 
 
@@ -96,8 +97,8 @@ def _plain_config(args, schema: type, what: str):
     values: dict[tuple[str, ...], object] = {}
     for arg in args:
         key, sep, text = _bare(arg).partition("=")
-        quoted = _QUOTED.match(text)
-        if not sep or not (_SIMPLE.match(text) or quoted):
+        quoted, listed = _QUOTED.match(text), _LIST.match(text)
+        if not sep or not (_SIMPLE.match(text) or quoted or listed):
             return None
         _check_key(key, what, schema)
         node: type = schema
@@ -109,6 +110,8 @@ def _plain_config(args, schema: type, what: str):
         annotation = typing.get_type_hints(node)[leaf]
         if quoted:  # a quoted string is a string (kit quotes paths so: override_value)
             value = quoted[1] if _only_strings(annotation) else _UNSETTLED
+        elif listed:  # a list of strings, as kit gives a job its units: ++units=[rs0_chunk_1,rs1_chunk_1]
+            value = _plain_list(annotation, listed[1])
         else:
             value = _plain_value(annotation, text)
         if value is _UNSETTLED:
@@ -134,6 +137,17 @@ def _plain_value(annotation: object, text: str) -> object:
     if float in options and (_INT.match(text) or _FLOAT.match(text)):
         return float(text)
     return _UNSETTLED
+
+
+def _plain_list(annotation: object, items: str | None) -> object:
+    """A list[str] field's value from the items of `[a,b]`, each one a string to hydra; else _UNSETTLED."""
+    options = typing.get_args(annotation) if isinstance(annotation, types.UnionType) else (annotation,)
+    if list[str] not in options or not set(options) <= {list[str], type(None)}:
+        return _UNSETTLED
+    values = items.split(",") if items else []
+    if any(_INT.match(v) or _FLOAT.match(v) or _NOT_A_STRING.match(v) for v in values):
+        return _UNSETTLED
+    return values
 
 
 def _only_strings(annotation: object) -> bool:

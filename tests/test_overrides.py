@@ -53,6 +53,9 @@ PLAIN_CASES = {
         ["++server.ready_timeout=600", "++server.gpus=8", "++inference.tokens_to_generate=1e4"],  # 1e4: not an int
         ["++prompt_config=1e-5", "++server.model=007", "++code_execution=yes"],  # hydra reads these otherwise
         ["++input_file='/d/my in.jsonl'", "++server.model='8'", "++server.gpus='8'", "++prompt_config='a${b}'"],
+        ["++units=[rs0_chunk_1,rs1_chunk_1]", "++server.server_log=/logs/server.log"],  # a job's own arguments
+        ["++units=[]"],
+        ["++units=[rs0,7]"],  # 7 is an int to hydra, made a string by OmegaConf
     ],
     "training": [
         ["++algorithm=sft", "++model=/m", "++training_data=/d.jsonl", "++output_dir=/o", "++learning_rate=1e-5"],
