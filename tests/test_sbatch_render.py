@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from conftest import SERVICES, need
-from test_dry_run_golden import CASES, CONFIGS
+from dry_run_cases import CASES, CONFIGS
 
 # runs kit's CLI in-process once per case (nemo-run imported once), with Submission.dry_run replaced: both
 # renderings of every task of every case, as JSON

@@ -18,8 +18,9 @@ _LAUNCH = 'bash "$0" </dev/null >>"$1" 2>&1 &'
 
 
 def start(script: str, job: str, log_dir: str, env_vars: dict[str, str]) -> None:
-    """Write the job's script to <log_dir>/<job>.sh and start it; its own output goes to <log_dir>/<job>.out."""
-    path = Path(log_dir) / f"{job}.sh"
+    """Write the job's script to <log_dir>/<job>.script and start it; its own output goes to <log_dir>/<job>.out.
+    (Not .sh: a log folder inside the user's repository holds no code file that would block the next run.)"""
+    path = script_path(log_dir, job)
     write_atomic(path, script)
     subprocess.run(
         ["bash", "-c", _LAUNCH, str(path), str(Path(log_dir) / f"{job}.out")],
@@ -31,10 +32,14 @@ def start(script: str, job: str, log_dir: str, env_vars: dict[str, str]) -> None
     )
 
 
+def script_path(log_dir: str, job: str) -> Path:
+    return Path(log_dir) / f"{job}.script"
+
+
 def describe(job: str, log_dir: str, env_vars: dict[str, str]) -> str:
     """What `start` runs, for a dry run."""
     env = "".join(f"{k}={shlex.quote(v)} " for k, v in env_vars.items())
-    path = Path(log_dir) / f"{job}.sh"
+    path = script_path(log_dir, job)
     return f"in its own session: {env}bash {path} </dev/null >>{Path(log_dir) / f'{job}.out'} 2>&1\n"
 
 

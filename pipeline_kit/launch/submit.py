@@ -280,9 +280,12 @@ class Submission:
             while pending:
                 time.sleep(0.05)
                 for job in list(pending):
+                    alive = script_alive(record.log_dir, job.name)
                     state = local_outcome(record, job)
-                    if state is None and script_alive(record.log_dir, job.name) is False:
-                        state = local_outcome(record, job) or "FAILED"  # its .rc may have landed as it exited
+                    if alive is False:  # ended: with its outcome, or killed before it wrote one
+                        state = local_outcome(record, job) or "FAILED"
+                    elif state is not None and alive:
+                        continue  # it stops what it started, then exits: done when it has
                     if state is not None:
                         job.state = state
                         pending.remove(job)
