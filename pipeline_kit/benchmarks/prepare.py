@@ -233,7 +233,9 @@ def _parquet(data: bytes, url: str, name: str, bad: str, hint: str) -> list[dict
         ) from e
 
     try:
-        return pq.read_table(io.BytesIO(data)).to_pylist()
+        # one thread: the pool threads pyarrow starts otherwise can abort the process at exit ("terminate called
+        # without an active exception", seen with pyarrow 26 after a refused row)
+        return pq.read_table(io.BytesIO(data), use_threads=False).to_pylist()
     except Exception as e:  # pyarrow raises ArrowInvalid, OSError, ... on a damaged file
         raise UserError(f"{bad}: {' '.join(str(e).split())}; {hint}.") from e
 
