@@ -124,7 +124,7 @@ _UNSETTLED = object()
 
 
 def _plain_value(annotation: object, text: str) -> object:
-    options = typing.get_args(annotation) if isinstance(annotation, types.UnionType) else (annotation,)
+    options = _options(annotation)
     if text.lower() == "null":
         return None if type(None) in options else _UNSETTLED
     if str in options:  # a string only where hydra reads one (else OmegaConf would turn e.g. 1e-5 into '1e-05')
@@ -141,7 +141,7 @@ def _plain_value(annotation: object, text: str) -> object:
 
 def _plain_list(annotation: object, items: str | None) -> object:
     """A list[str] field's value from the items of `[a,b]`, each one a string to hydra; else _UNSETTLED."""
-    options = typing.get_args(annotation) if isinstance(annotation, types.UnionType) else (annotation,)
+    options = _options(annotation)
     if list[str] not in options or not set(options) <= {list[str], type(None)}:
         return _UNSETTLED
     values = items.split(",") if items else []
@@ -151,7 +151,7 @@ def _plain_list(annotation: object, items: str | None) -> object:
 
 
 def _only_strings(annotation: object) -> bool:
-    options = typing.get_args(annotation) if isinstance(annotation, types.UnionType) else (annotation,)
+    options = _options(annotation)
     return str in options and set(options) <= {str, type(None)}
 
 
@@ -216,10 +216,15 @@ def check_overrides(args: list[str] | tuple[str, ...], schema: type, what: str) 
             return
 
 
+def _options(annotation: object) -> tuple:
+    """The types a field takes: each member of `A | B`, else the annotation itself."""
+    return typing.get_args(annotation) if isinstance(annotation, types.UnionType) else (annotation,)
+
+
 def _fits(annotation: object, value: str) -> bool:
     """Whether a plain override value converts to the field's type as OmegaConf would."""
 
-    options = typing.get_args(annotation) if isinstance(annotation, types.UnionType) else (annotation,)
+    options = _options(annotation)
     if value == "null":
         return type(None) in options
     for option in options:

@@ -174,9 +174,14 @@ def adjust_slurm_task(executor, job: Job, cluster: ClusterConfig, external_deps:
         executor.parse_deps = types.MethodType(_deps_plus(list(external_deps)), executor)
 
 
+def dependency_id(handle: str) -> str:
+    """The Slurm job id in a nemo-run dependency handle (slurm_tunnel://nemo_run/<id>)."""
+    return handle.partition("://")[2].split("/")[1]
+
+
 def _deps_plus(external: list[str]):
     def parse_deps(self) -> list[str]:
-        own = [d.partition("://")[2].split("/")[1] for d in self.dependencies]
+        own = [dependency_id(d) for d in self.dependencies]
         return list(dict.fromkeys([*own, *external]))
 
     return parse_deps

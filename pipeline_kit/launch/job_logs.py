@@ -4,6 +4,7 @@ cluster is remote."""
 
 from __future__ import annotations
 
+import os
 import shlex
 from pathlib import Path
 
@@ -66,9 +67,14 @@ STARTUP_PATTERN = "pyxis|enroot"
 
 def nemo_run_dir(cluster: ClusterConfig, record: ExperimentRecord) -> str:
     """Where nemo-run keeps an experiment's batch scripts and srun output on the cluster."""
-    if cluster.ssh_tunnel:
-        return f"{cluster.ssh_tunnel.job_dir}/{record.expname}/{record.nemo_run_id}"
-    return f"{cluster.job_dir}/experiments/{record.expname}/{record.nemo_run_id}"
+    return experiment_folder(cluster, record.expname, record.nemo_run_id)
+
+
+def experiment_folder(cluster: ClusterConfig, expname: str, exp_id: str) -> str:
+    """nemo-run's folder of experiment `exp_id` on the Slurm side: under the SSH tunnel's job_dir, else
+    job_dir/experiments."""
+    base = cluster.ssh_tunnel.job_dir if cluster.ssh_tunnel else os.path.join(cluster.job_dir, "experiments")
+    return os.path.join(base, expname, exp_id)  # as nemo-run joins it
 
 
 def container_startup_lines(cluster: ClusterConfig, record: ExperimentRecord, lines: int) -> dict[str, list[str]]:

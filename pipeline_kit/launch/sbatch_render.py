@@ -11,8 +11,7 @@ import time
 from functools import cache
 from pathlib import Path
 
-from pipeline_kit.cluster import ClusterConfig
-from pipeline_kit.launch.executors import SlurmSpec
+from pipeline_kit.launch.executors import SlurmSpec, dependency_id
 from pipeline_kit.launch.sbatch_script import NO_ACCOUNT, rewrite_components, sbatch_flag
 from pipeline_kit.resources import kit_home
 
@@ -32,13 +31,6 @@ def experiment_id(title: str) -> str:
     return f"{title}_{time.time_ns()}"
 
 
-def slurm_job_dir(cluster: ClusterConfig, exp_id: str) -> str:
-    """The experiment's folder on the Slurm side: under the SSH tunnel's job_dir, else job_dir/experiments."""
-    title = exp_id.rpartition("_")[0]
-    base = cluster.ssh_tunnel.job_dir if cluster.ssh_tunnel else os.path.join(cluster.job_dir, "experiments")
-    return os.path.join(base, title, exp_id)
-
-
 def render_task(specs: list[SlurmSpec], task_name: str, experiment_dir: str, het_flags: list[dict] | None) -> str:
     """The sbatch script of one task: one spec per group (several: a het job), with kit's fixes applied
     (launch/sbatch_script.py: plain job names without a prefix, no empty account, per-component het flags)."""
@@ -54,7 +46,7 @@ def render_task(specs: list[SlurmSpec], task_name: str, experiment_dir: str, het
     parameters.update(main["additional_parameters"])
     flags = _het_flags(specs, names, parameters) if het else [sbatch_flag(k, parameters[k]) for k in sorted(parameters)]
     if main["dependencies"]:
-        ids = [d.partition("://")[2].split("/")[1] for d in main["dependencies"]]
+        ids = [dependency_id(d) for d in main["dependencies"]]
         flags.append(sbatch_flag("dependency", f"{main['dependency_type']}:{':'.join(dict.fromkeys(ids))}"))
     srun, group_env = [], []
     for i, spec in enumerate(specs):

@@ -30,13 +30,14 @@ from pipeline_kit.launch.executors import (
 from pipeline_kit.launch.experiment import Experiment
 from pipeline_kit.launch.follow import LogFollower, service_logs
 from pipeline_kit.launch.images import prepare_slurm_images
+from pipeline_kit.launch.job_logs import experiment_folder
 from pipeline_kit.launch.job_status import local_outcome
 from pipeline_kit.launch.mounts import check_sources_at_submission
 from pipeline_kit.launch.nemorun_env import import_nemo_run
 from pipeline_kit.launch.packaging import CONTAINER_CODE_DIR, PackagedCode
 from pipeline_kit.launch.remote import remote_run
 from pipeline_kit.launch.sbatch_errors import refusal_reason, what_to_fix
-from pipeline_kit.launch.sbatch_render import experiment_id, render_task, slurm_job_dir
+from pipeline_kit.launch.sbatch_render import experiment_id, render_task
 from pipeline_kit.pipeline.model import Job
 from pipeline_kit.pipeline.pipeline import Pipeline
 from pipeline_kit.pipeline.render import CANCELLED_RC, ScriptContext, local_job_script, slurm_group_script
@@ -220,10 +221,10 @@ class Submission:
 
     def rendered_sbatch(self, exp_id: str) -> list[str]:
         """Each task's sbatch script as nemo-run would submit it in experiment `exp_id`, rendered by kit."""
-        folder = slurm_job_dir(self.pipeline.cluster, exp_id)
+        cluster = self.pipeline.cluster
+        folder = experiment_folder(cluster, self.pipeline.name, exp_id)
         out = []
         for task in self.tasks:
-            cluster = self.pipeline.cluster
             het = [component_flags(cluster, g) for g in task.job.groups] if len(task.job.groups) > 1 else None
             out.append(render_task(self.slurm_specs(task), task.name, folder, het) + "\n")
         return out
