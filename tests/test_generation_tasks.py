@@ -47,7 +47,7 @@ def test_a_generation_type_of_ones_own_is_module_colon_class(tmp_path):
 
 
 PLUGIN = """
-from pipeline_kit.inference.generate import GenerateTask
+from pipeline_kit.inference.generate_task import GenerateTask
 
 
 class ShoutTask(GenerateTask):

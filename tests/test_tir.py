@@ -12,7 +12,8 @@ import pytest
 from conftest import problems, rows
 
 from pipeline_kit.errors import UserError
-from pipeline_kit.inference.tir import CodeTags, format_result, load_code_tags
+from pipeline_kit.inference.tir import format_result
+from pipeline_kit.inference.tir_settings import CodeTags, load_code_tags
 
 SESSION_CODE = "x = ({numbers}) if {round} == 0 else x * 2\nprint(x)"  # round 2 needs round 1's x
 

@@ -106,7 +106,8 @@ def test_a_code_block_closed_by_a_returned_stop_string_is_run():
     the solution has one closing tag, not two."""
     import asyncio
 
-    from pipeline_kit.inference.tir import CodeSettings, generate_with_code, load_code_tags
+    from pipeline_kit.inference.tir import CodeSettings, generate_with_code
+    from pipeline_kit.inference.tir_settings import load_code_tags
 
     server, sandbox = EchoingStopServer(), Sandbox()
     settings = CodeSettings(max_code_executions=2, timeout=5, max_output_characters=100, language="ipython",

@@ -101,7 +101,7 @@ def test_wheel_installed_outside_the_repo_has_prompts_and_configs(tmp_path):
         import json, pipeline_kit
         from pipeline_kit.cluster.lookup import find_cluster_config, load_cluster_config
         from pipeline_kit.inference.prompts import load_prompt_config
-        from pipeline_kit.inference.tir import load_code_tags
+        from pipeline_kit.inference.tir_settings import load_code_tags
         from pipeline_kit.resources import resource_dir
         load_cluster_config("example-slurm")
         print(json.dumps({

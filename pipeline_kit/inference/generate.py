@@ -1,7 +1,8 @@
 """The generation script: one unit (one input chunk × one seed), or every unit of a plan (++output_dir) through one
 request pool (job_pool.py):
   python -m pipeline_kit.inference.generate ++input_file=... ++output_file=... ++server.base_url=... ++server.model=...
-Skips finished work (.done), resumes from the in-progress file, writes the final file in input order, merges chunks."""
+Skips finished work (.done), resumes from the in-progress file, writes the final file in input order, merges chunks.
+The `generate` type's own class is in generate_task.py, what its requests go to in generation_model.py."""
 
 from __future__ import annotations
 
@@ -12,26 +13,16 @@ import sys
 from pathlib import Path
 
 from pipeline_kit.atomic import no_space, remove_stale_temps
-from pipeline_kit.content_digest import file_digest
 from pipeline_kit.errors import UserError
 from pipeline_kit.inference import done_key, unit_files
-from pipeline_kit.inference.client import GenerationClient, start_litellm_import
 from pipeline_kit.inference.config import GenerateConfig, parse_generate_config
 from pipeline_kit.inference.input_check import check_generation
 from pipeline_kit.inference.job_figures import FiguresRecorder
-from pipeline_kit.inference.job_pool import UnitWork, run_units
-from pipeline_kit.inference.prompts import load_prompt_config, split_prefill
-from pipeline_kit.inference.reasoning import ReasoningSettings
+from pipeline_kit.inference.job_pool import UnitWork, run_units, say
 from pipeline_kit.inference.refusals import RequestsFailed, Tally
 from pipeline_kit.inference.registry import task_class
-from pipeline_kit.inference.tasks import check_input_file, input_file_digest, prompt_fields
-from pipeline_kit.inference.tir import CodeRunner, check_code_settings, code_tags_path
 from pipeline_kit.inference.units import expand
 from pipeline_kit.server_wait import ServerError
-
-
-def say(message: str) -> None:
-    print(f"kit generate: {message}", file=sys.stderr, flush=True)
 
 
 def api_key(cfg: GenerateConfig) -> str | None:
@@ -39,101 +30,6 @@ def api_key(cfg: GenerateConfig) -> str | None:
     if name and not os.environ.get(name):
         raise UserError(f"++server.api_key_env={name}, but ${name} is not set; export it.")
     return os.environ.get(name) if name else None
-
-
-class GenerationModel:
-    """The completions of a unit: the LiteLLM client, through the sandbox's code rounds for TIR."""
-
-    def __init__(self, client, code_runner):
-        self.client, self.code_runner = client, code_runner
-
-    @classmethod
-    async def open(cls, cfg: GenerateConfig, key: str | None) -> GenerationModel:
-
-        client = GenerationClient(cfg, key)
-        return cls(client, await CodeRunner.start(cfg, client, say) if cfg.code_execution else None)
-
-    async def generate(self, messages: list[dict]):
-        """A completion of `messages`; one that ends with an assistant message (a prompt's assistant_prefix) is
-        continued from that prefill, and its text begins with it."""
-        messages, prefill = split_prefill(messages)
-        if self.code_runner is not None:
-            return await self.code_runner.generate(messages, prefill)
-        result = await self.client.generate(messages, prefix=prefill)
-        result.text = prefill + result.text
-        return result
-
-    @property
-    def retries(self) -> int:
-        """Requests of this unit tried again (the job's figures)."""
-        return self.client.retries
-
-    @property
-    def clamped(self) -> int:
-        """Requests of this unit whose max_tokens was fitted to the context window (the job's figures)."""
-        return self.client.clamped
-
-    async def close(self) -> None:
-        await self.client.close()
-        if self.code_runner is not None:
-            await self.code_runner.close()
-
-
-TIR_KEYS = ("code_tags", "max_code_executions", "code_timeout", "max_code_output_characters", "code_language")
-
-
-class GenerateTask:
-    """A generation: one completion per input record, the record's fields plus the completion's; with
-    ++code_execution, tool-integrated reasoning (tir.py: code rounds in the sandbox)."""
-
-    input_key = "input_file"
-    prompt_key = "prompt_config"
-    check_inputs = staticmethod(check_input_file)
-    input_digest = staticmethod(input_file_digest)
-    open_model = staticmethod(GenerationModel.open)
-    preload = staticmethod(start_litellm_import)
-
-    @staticmethod
-    def done_key_fields(cfg: GenerateConfig) -> dict[str, object]:
-        fields = prompt_fields("prompt_config", cfg.prompt_config)
-        if cfg.code_execution:
-            fields.update({k: getattr(cfg, k) for k in TIR_KEYS})
-            fields["code_tags content"] = file_digest(code_tags_path(cfg.code_tags))
-        return fields
-
-    def __init__(self, cfg: GenerateConfig):
-        check_code_settings(cfg)
-        prompt = load_prompt_config(cfg.prompt_config)
-        self.rows = unit_files.read_input(cfg.input_file, cfg.chunk_id, cfg.num_chunks, cfg.max_samples)
-        self.key = output_key(cfg, self.rows)
-        self.messages = [prompt.messages(record, line_no) for line_no, record in self.rows]  # fail before requests
-        self.reasoning = ReasoningSettings.of(cfg)
-
-    async def sample(self, i: int, model) -> dict:
-        result = await model.generate(self.messages[i])
-        text, thinking = self.reasoning.apply(result)
-        stats = result.sample_fields() | thinking
-        if self.key != DEFAULT_KEY:
-            stats = {f"{self.key}_{name}": value for name, value in stats.items()}
-        return {**self.rows[i][1], self.key: text, **stats}
-
-
-DEFAULT_KEY = "generation"
-
-
-def output_key(cfg: GenerateConfig, rows: list[tuple[int, dict]]) -> str:
-    """The field a sample's text goes to: ++generation_key, else `generation`, which an input record must not
-    hold already (an earlier stage's solution would be lost without a word)."""
-    if cfg.generation_key is not None:
-        return cfg.generation_key
-    line = next((line_no for line_no, record in rows if DEFAULT_KEY in record), None)
-    if line is not None:
-        raise UserError(
-            f"{cfg.input_file}:{line}: the record already holds '{DEFAULT_KEY}' (an earlier stage's); give "
-            f"++generation_key=NAME to write this stage's as NAME and keep it, or ++generation_key={DEFAULT_KEY} to "
-            "replace it."
-        )
-    return DEFAULT_KEY
 
 
 def prepare(cfg: GenerateConfig) -> UnitWork | None:

@@ -55,7 +55,7 @@ class GenSelectTask:
 
     @staticmethod
     async def open_model(cfg: GenerateConfig, key: str | None):
-        from pipeline_kit.inference.generate import GenerationModel
+        from pipeline_kit.inference.generation_model import GenerationModel
 
         return await GenerationModel.open(cfg, key)
 

@@ -7,7 +7,7 @@ from pipeline_kit.plugins import load
 DEFAULT_GENERATION_TYPE = "generate"  # its .done keys leave out the generation type (they predate the other types)
 
 GENERATION_TYPES: dict[str, str] = {
-    "generate": "pipeline_kit.inference.generate:GenerateTask",
+    "generate": "pipeline_kit.inference.generate_task:GenerateTask",
     "reward": "pipeline_kit.inference.reward:RewardTask",
     "genselect": "pipeline_kit.inference.genselect:GenSelectTask",
     "magpie": "pipeline_kit.inference.magpie:MagpieTask",

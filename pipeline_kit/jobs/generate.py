@@ -148,7 +148,7 @@ def _check_request_options(spec: GenerateSpec) -> None:
 def _check_output_key(spec: GenerateSpec, input_path: str) -> None:
     """An input whose first record already holds `generation` needs ++generation_key (see inference.generate's
     output_key), said now rather than when the job starts."""
-    from pipeline_kit.inference.generate import output_key
+    from pipeline_kit.inference.generate_task import output_key
 
     key, _ = take_override(spec.overrides, "generation_key")
     with open(input_path) as f:
