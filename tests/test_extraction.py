@@ -99,7 +99,7 @@ def test_boxed_mode_takes_only_boxed_letters():
 
 def test_an_unknown_mode_is_one_line():
     from pipeline_kit.errors import UserError
-    from pipeline_kit.grading.extraction import check_mode
+    from pipeline_kit.grading.modes import check_mode
 
     with pytest.raises(UserError, match=r"--extract='box' is not an extraction mode; use one of: boxed, auto, mcq\."):
         check_mode("box")

@@ -22,7 +22,7 @@ from pipeline_kit import plugins
 from pipeline_kit.benchmark_helpers import Source  # a setting's type
 from pipeline_kit.data_fingerprint import SHOWN
 from pipeline_kit.errors import UserError, closest
-from pipeline_kit.grading.extraction import METRICS_TYPES, check_mode
+from pipeline_kit.grading.modes import METRICS_TYPES, check_mode
 from pipeline_kit.overrides import override_value, take_override
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")

@@ -81,7 +81,7 @@ def register(app: typer.Typer, plan_app: typer.Typer | None = None) -> None:
         if not output_dir:
             raise UserError("--output_dir is required: results go to OUTPUT_DIR/eval-results/<benchmark>/.")
         if extract is not None:
-            from pipeline_kit.grading.extraction import check_mode
+            from pipeline_kit.grading.modes import check_mode
 
             check_mode(extract)
         spec = EvalSpec(

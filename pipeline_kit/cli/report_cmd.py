@@ -46,7 +46,7 @@ def register(app: typer.Typer) -> None:
         extract: Extract = "boxed",
     ) -> None:
         from pipeline_kit.evaluation.report import build_report
-        from pipeline_kit.grading.extraction import check_mode
+        from pipeline_kit.grading.modes import check_mode
 
         check_mode(extract)
         warnings: list[str] = []

@@ -71,7 +71,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         from pipeline_kit.evaluation.summarize import metrics_target
         from pipeline_kit.evaluation.summarize import summarize as run
-        from pipeline_kit.grading.extraction import check_mode
+        from pipeline_kit.grading.modes import check_mode
 
         check_mode(extract)
         send = trackers.trackers()

@@ -1,12 +1,11 @@
 """Answer extraction: the predicted answer stated by a generation, as a string, or None when it states none. Three
-modes: `boxed` (the last \\boxed{}, NeMo-Skills' and Qwen2.5-Math's convention), `auto` (also <answer> tags and
-stated answers) and `mcq` (the last stated option letter)."""
+modes (named in modes.py): `boxed` (the last \\boxed{}, NeMo-Skills' and Qwen2.5-Math's convention), `auto` (also
+<answer> tags and stated answers) and `mcq` (the last stated option letter)."""
 
 from __future__ import annotations
 
 import re
 
-from pipeline_kit.errors import UserError
 from pipeline_kit.grading.boxes import BOX_JOINER, boxed_content, boxes, final_boxed, last_boxed  # noqa: F401  (callers take them from here too)
 from pipeline_kit.grading.choices import letter_first, stated_letter
 from pipeline_kit.grading.normalize import strip_wrappers
@@ -37,24 +36,7 @@ _PROSE_WORD = re.compile(r"(?<![\\A-Za-z])[^\W\d_]{3,}|[\u3000-\u9fff\uac00-\ud7
 _SHORT_ANSWER = 60  # a whole generation this short and not prose is its own answer ("42", "\frac{4}{23}")
 
 
-EXTRACT_MODES = {
-    "boxed": "the last \\boxed{} (or \\fbox{}); no box, no answer",
-    "auto": "the last <answer>…</answer> or \\boxed{}, else a stated final answer, else the last expression",
-    "mcq": "the last stated option letter A-J (\\boxed{C}, 'Answer: C', 'the answer is (C)'), else a reply that is "
-    "one letter; the expected answer is a letter too (any case), or the letter of its option",
-}
-DEFAULT_EXTRACT = "boxed"  # a bare file: the convention of published boxed-prompt numbers; GRPO's reward too
-# what a benchmark's METRICS_TYPE says its answers are, and the extraction mode it implies (its EXTRACT and its
-# prompt config's `extract` come first): math answers, or the letter of a multiple-choice option
-METRICS_TYPES = {"math": DEFAULT_EXTRACT, "mcq": "mcq"}
 _ANSWER_TAG, _ANSWER_TAG_END = "<answer>", "</answer>"
-
-
-def check_mode(mode: str, where: str = "--extract") -> str:
-    """`mode` when it is one of EXTRACT_MODES, else a UserError naming `where` it came from."""
-    if mode not in EXTRACT_MODES:
-        raise UserError(f"{where}={mode!r} is not an extraction mode; use one of: {', '.join(EXTRACT_MODES)}.")
-    return mode
 
 
 def extract_answer(text: str | None, multiple_choice: bool = False, mode: str = "auto") -> str | None:

@@ -14,9 +14,10 @@ from pathlib import Path
 from pipeline_kit.atomic import write_atomic
 from pipeline_kit.errors import UserError
 from pipeline_kit.grading.choices import expected_letter
-from pipeline_kit.grading.extraction import DEFAULT_EXTRACT, EXTRACT_MODES, check_mode, extract_answer
+from pipeline_kit.grading.extraction import extract_answer
 from pipeline_kit.grading.grader_pool import grade_tasks
 from pipeline_kit.grading.math_grader import DEFAULT_TIMEOUT, GRADER_VERSION, Task
+from pipeline_kit.grading.modes import DEFAULT_EXTRACT, EXTRACT_MODES, check_mode
 from pipeline_kit.grading.normalize import canonical, choice_letter, lists_any_order
 from pipeline_kit.grading.output_names import OUTPUT_GLOB
 
@@ -72,7 +73,7 @@ def grade_files(
     extract: str = DEFAULT_EXTRACT,
 ) -> list[Summary]:
     """Grade `paths` (files or folders, see find_files) in place, answers extracted by mode `extract` (see
-    extraction.EXTRACT_MODES). Every file is read and checked before any is graded; answers are graded together
+    modes.EXTRACT_MODES). Every file is read and checked before any is graded; answers are graded together
     (one cache, one pool); each changed file is then replaced atomically. A record keeps its verdict while its
     grading_key (extraction mode, predicted answer, expected answer, options, list order rule, grader version) is
     unchanged, unless `force`."""

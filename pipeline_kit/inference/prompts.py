@@ -14,7 +14,7 @@ from pathlib import Path
 import yaml
 
 from pipeline_kit.errors import UserError
-from pipeline_kit.grading.extraction import check_mode
+from pipeline_kit.grading.modes import check_mode
 from pipeline_kit.resources import resource_dir
 
 PROMPTS_DIR = resource_dir("prompts")

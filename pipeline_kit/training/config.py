@@ -10,7 +10,7 @@ from importlib.util import find_spec
 from pathlib import Path
 
 from pipeline_kit.errors import UserError, did_you_mean
-from pipeline_kit.grading.extraction import DEFAULT_EXTRACT, check_mode
+from pipeline_kit.grading.modes import DEFAULT_EXTRACT, check_mode
 from pipeline_kit.jsonl import numbered_records
 from pipeline_kit.overrides import MISSING, check_overrides, parse_overrides
 from pipeline_kit.training.backends import load_backend
