@@ -5,7 +5,7 @@ elsewhere). It logs every completion request it receives (one JSON line), so tes
                                [--context_limit C [--context_style vllm|vllm_old|sglang]]
                                [--tir_rounds N [--tir_code TEMPLATE]] [--add_seed]
                                [--fail_status CODE [--fail_when TEXT | --fail_for S [--fail_from K]]]
-                               [--answer_chars N] [--script FILE] [--think [--reasoning_parser]]
+                               [--answer_chars N] [--script FILE] [--think [--reasoning_parser]] [--drop_for S]
 
 Answers `\\boxed{<the number in the last message>}` (plus the request's seed with --add_seed). With --never_ready
 every GET answers 503 (a server still loading); with --ready_file PATH, until PATH exists (a server that becomes
@@ -30,7 +30,9 @@ not retried), so a test's script covers every request it causes. With --think it
 `<think>Maybe \\boxed{<the number + 1>}? No, recount.</think>` and the answer, a token is a character, and max_tokens cuts the
 text (finish_reason "length"); with --reasoning_parser the chat endpoint splits it as vLLM's deepseek_r1 parser
 does: `reasoning` (vLLM 0.10+'s field) and `content` (null when the trace never ended), and counts
-completion_tokens_details.reasoning_tokens."""
+completion_tokens_details.reasoning_tokens. With --drop_for S, for S seconds from the first completion request, each one
+is read and its connection closed without an answer (a live server that resets connections, as one starved of CPU
+may); its log line says `dropped`."""
 
 from __future__ import annotations
 
@@ -64,6 +66,7 @@ def main() -> None:
     ap.add_argument("--script")
     ap.add_argument("--think", action="store_true")
     ap.add_argument("--reasoning_parser", action="store_true")
+    ap.add_argument("--drop_for", type=float, default=0.0)
     args = ap.parse_args()
     script = []
     if args.script:
@@ -72,6 +75,7 @@ def main() -> None:
     lock = threading.Lock()
     served = [0]
     failing_since = [None]  # time.monotonic() when --fail_for's window opened
+    dropping_since = [None]  # time.monotonic() when --drop_for's window opened
     in_flight = [0]  # requests being answered, this one included (in each log line: units' requests overlap)
 
     class Handler(BaseHTTPRequestHandler):
@@ -123,12 +127,23 @@ def main() -> None:
                         failing_since[0] = time.monotonic()
                     opened = failing_since[0]
                     refused = refused if opened is not None and time.monotonic() - opened < args.fail_for else 0
+                if args.drop_for and dropping_since[0] is None:
+                    dropping_since[0] = time.monotonic()
+                dropped = bool(args.drop_for) and time.monotonic() - dropping_since[0] < args.drop_for
                 with open(args.request_log, "a") as f:
                     record = {"path": self.path, "prompt": prompt, "body": body, "auth": self.headers["Authorization"]}
-                    record |= {"in_flight": in_flight[0], "arrived": time.time(), "refused": refused}
+                    record |= {
+                        "in_flight": in_flight[0],
+                        "arrived": time.time(),
+                        "refused": refused,
+                        "dropped": dropped,
+                    }
                     f.write(json.dumps(record) + "\n")
                 if args.die_after and served[0] > args.die_after:
                     os._exit(17)  # the server crashes mid-run
+            if dropped:  # no answer: the connection is closed (the client sees it disconnected)
+                self.close_connection = True
+                return
             if refused:
                 msg = f"stub refuses this request (status {args.fail_status})"
                 self.reply(args.fail_status, {"error": {"message": msg, "type": "StubError", "code": args.fail_status}})

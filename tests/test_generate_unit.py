@@ -255,6 +255,32 @@ def test_a_server_never_ready_stops_the_job_with_its_error_last_while_litellm_wa
     assert [r["id"] for r in rows(out)] == [0, 1, 2]
 
 
+def test_a_live_server_that_resets_connections_is_retried_not_called_gone(stub, tmp_path):
+    """For 3 s the server reads each request and closes its connection unanswered (alive, starved of CPU): past
+    ++server.gone_after=1 a fresh connection to its port is still taken, so the job keeps retrying and ends with every
+    sample; the dropped requests were really tried (and counted as retries)."""
+    dropping = stub("--drop_for", "3")
+    inp, out = problems(tmp_path, 4), tmp_path / "output.jsonl"
+    more = ("++server.gone_after=1", "++retry_delay=0.3", "++max_retries=8", "++max_concurrent_requests=2")
+    res = generate(*base(dropping, inp, out, *more))
+    assert res.returncode == 0, res.stderr
+    assert [r["id"] for r in rows(out)] == [0, 1, 2, 3] and "is gone" not in res.stderr
+    log = dropping.requests()
+    assert any(r["dropped"] for r in log) and sum(not r["dropped"] for r in log) == 4, log
+
+
+def test_a_server_no_connection_reaches_is_gone_after_gone_after(stub, tmp_path):
+    """The server's process is killed after 3 samples: nothing takes a connection, so the job stops once
+    ++server.gone_after (1 s) has passed, naming the server, with the 3 samples kept."""
+    dying = stub("--die_after", "3")
+    inp, out = problems(tmp_path, 8), tmp_path / "output.jsonl"
+    more = ("++server.gone_after=1", "++retry_delay=0.3", "++max_retries=30", "++max_concurrent_requests=1")
+    res = generate(*base(dying, inp, out, *more))
+    assert res.returncode == 1
+    assert f"the server at {dying.url} is gone: no request reached it for" in res.stderr, res.stderr
+    assert "Traceback" not in res.stderr and len(Path(f"{out}.in-progress").read_text().splitlines()) == 3
+
+
 def test_server_dying_mid_run_keeps_finished_samples(stub, tmp_path):
     dying = stub("--die_after", "7")
     inp, out = problems(tmp_path, 20), tmp_path / "output.jsonl"

@@ -450,8 +450,8 @@ class GenerationClient:
                     return Completion("", 0, time.monotonic() - start, error=error, failed=failed)
                 what = f"{type(e).__name__}: {(str(e).splitlines() or [''])[0][:200]}"
                 if retry.no_answer(e):  # refused, reset, closed: no HTTP answer
-                    lost = reach.lost()
-                    if lost >= server.gone_after:
+                    lost = await retry.gone(reach, server.base_url, server.gone_after)
+                    if lost is not None:
                         raise ServerError(
                             f"the server at {server.base_url} is gone: no request reached it for {lost:.0f} s "
                             f"(++server.gone_after={server.gone_after:g}; last: {what}); a rerun requests only the "

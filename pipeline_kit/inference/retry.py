@@ -2,12 +2,15 @@
 but busy or failing for a while: such a request is retried with capped exponential backoff (++max_retries,
 ++retry_delay: at least ~45 s with the defaults). A server that no connection reaches any more (refused or reset:
 its process or node is gone) is named within seconds: the job stops once no request has reached it for
-++server.gone_after seconds, with the tail of its log, instead of retrying a dead endpoint."""
+++server.gone_after seconds and a fresh connection to its port fails too, with the tail of its log, instead of
+retrying a dead endpoint. A server that still takes connections (starved of CPU, resetting them) is retried as busy."""
 
 from __future__ import annotations
 
+import asyncio
 import random
 import time
+from urllib.parse import urlsplit
 
 MAX_DELAY_S = 10.0  # the longest wait between two tries of a request
 
@@ -56,6 +59,35 @@ def no_answer(error: BaseException | None) -> bool:
             return True
         error = error.__cause__ or error.__context__
     return False
+
+
+PROBE_TIMEOUT_S = 3.0
+
+
+async def listening(base_url: str) -> bool:
+    """Whether a new TCP connection to `base_url`'s host and port is taken within PROBE_TIMEOUT_S: its process is
+    there (it may still reset what it cannot serve), or nothing listens / the node is gone (False)."""
+    url = urlsplit(base_url)
+    port = url.port or (443 if url.scheme == "https" else 80)
+    try:
+        _, writer = await asyncio.wait_for(asyncio.open_connection(url.hostname, port), PROBE_TIMEOUT_S)
+    except (OSError, asyncio.TimeoutError):
+        return False
+    writer.close()
+    return True
+
+
+async def gone(reach: Reach, base_url: str, after: float) -> float | None:
+    """After a request got no answer: the seconds no request has reached the server at `base_url` when that is
+    `after` or more and a fresh connection fails too (it is gone), else None. A server that takes the connection
+    counts as reached: the clock starts again."""
+    lost = reach.lost()
+    if lost < after:
+        return None
+    if await listening(base_url):
+        reach.answered()
+        return None
+    return lost
 
 
 _REACH: dict[str, Reach] = {}

@@ -147,8 +147,12 @@ class RewardClient:
                     problem = f"HTTP {resp.status}: {text[:200]}"
             except self._transient as e:
                 problem = f"{type(e).__name__}: {str(e)[:200]}"
-                lost = reach.lost() if retry.no_answer(e) else 0.0
-                if lost >= self.cfg.server.gone_after:
+                lost = (
+                    await retry.gone(reach, self.cfg.server.base_url, self.cfg.server.gone_after)
+                    if retry.no_answer(e)
+                    else None
+                )
+                if lost is not None:
                     raise ServerError(
                         f"the server at {self.url} is gone: no request reached it for {lost:.0f} s (last: {problem}); "
                         f"a rerun requests only the missing samples{log_tail(self.cfg.server.server_log)}"
