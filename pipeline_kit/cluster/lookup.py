@@ -10,6 +10,7 @@ from pathlib import Path
 from pipeline_kit.cluster.config import ClusterConfig, build_cluster_config
 from pipeline_kit.errors import UserError, did_you_mean
 from pipeline_kit.resources import kit_home, resource_dir
+from pipeline_kit.yaml_files import read_yaml
 
 PACKAGE_CONFIGS = resource_dir("cluster_configs")
 DEFAULT_CLUSTER = "none"
@@ -62,15 +63,8 @@ def load_cluster_config(
     cluster: str | None, config_dir: str | None = None, inspect_only: bool = False
 ) -> ClusterConfig:
     """The config `--cluster` names; `inspect_only` (status, logs, cancel): see build_cluster_config."""
-    import yaml
-
     path = find_cluster_config(cluster, config_dir)
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        line = f" line {mark.line + 1}" if mark else ""
-        raise UserError(f"{path}:{line} is not valid YAML ({getattr(e, 'problem', e)}); fix the syntax.") from None
+    raw = read_yaml(path)
     if raw is None:
         raise UserError(f"{path}: the file is empty; it needs at least 'executor' and 'job_dir'.")
     return build_cluster_config(raw, str(path), inspect_only=inspect_only)

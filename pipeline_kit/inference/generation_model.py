@@ -1,5 +1,5 @@
 """What a generation unit's requests go to: the LiteLLM client, or the sandbox's code rounds around it for tool-integrated
-reasoning (++code_execution). Opened per unit by GenerateTask (and GenSelect) inside the job."""
+reasoning (++code_execution). Opened per unit by GenerateTask (and GenSelect, and Magpie's ClientModel) in the job."""
 
 from __future__ import annotations
 
@@ -10,11 +10,33 @@ from pipeline_kit.inference.prompts import split_prefill
 from pipeline_kit.inference.tir import CodeRunner
 
 
-class GenerationModel:
+class ClientModel:
+    """A unit's model whose requests all go to one GenerationClient: the job's figures (retries, clamped) and the
+    close are the client's."""
+
+    def __init__(self, client: GenerationClient):
+        self.client = client
+
+    @property
+    def retries(self) -> int:
+        """Requests of this unit tried again (the job's figures)."""
+        return self.client.retries
+
+    @property
+    def clamped(self) -> int:
+        """Requests of this unit whose max_tokens was fitted to the context window (the job's figures)."""
+        return self.client.clamped
+
+    async def close(self) -> None:
+        await self.client.close()
+
+
+class GenerationModel(ClientModel):
     """The completions of a unit: the LiteLLM client, through the sandbox's code rounds for TIR."""
 
-    def __init__(self, client, code_runner):
-        self.client, self.code_runner = client, code_runner
+    def __init__(self, client: GenerationClient, code_runner: CodeRunner | None):
+        super().__init__(client)
+        self.code_runner = code_runner
 
     @classmethod
     async def open(cls, cfg: GenerateConfig, key: str | None) -> GenerationModel:
@@ -31,16 +53,6 @@ class GenerationModel:
         result = await self.client.generate(messages, prefix=prefill)
         result.text = prefill + result.text
         return result
-
-    @property
-    def retries(self) -> int:
-        """Requests of this unit tried again (the job's figures)."""
-        return self.client.retries
-
-    @property
-    def clamped(self) -> int:
-        """Requests of this unit whose max_tokens was fitted to the context window (the job's figures)."""
-        return self.client.clamped
 
     async def close(self) -> None:
         await self.client.close()

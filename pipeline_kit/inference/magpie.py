@@ -12,6 +12,7 @@ from pipeline_kit.inference import unit_files
 from pipeline_kit.inference.chat_template import ChatTemplate
 from pipeline_kit.inference.client import GenerationClient, start_litellm_import
 from pipeline_kit.inference.config import GenerateConfig
+from pipeline_kit.inference.generation_model import ClientModel
 from pipeline_kit.inference.tasks import check_input_file, input_file_digest
 
 SYSTEM_FIELD = "system"
@@ -35,11 +36,8 @@ def row_seed(base: int | None, line_no: int) -> int:
     return int.from_bytes(digest[:4], "big") >> 1
 
 
-class MagpieModel:
+class MagpieModel(ClientModel):
     """The unit's text-completion client; `generate((prompt, stop, seed))` is one request."""
-
-    def __init__(self, client):
-        self.client = client
 
     @classmethod
     async def open(cls, cfg: GenerateConfig, key: str | None) -> MagpieModel:
@@ -48,17 +46,6 @@ class MagpieModel:
 
     async def generate(self, request: tuple[str, list[str], int]):
         return await self.client.complete_text(*request)
-
-    @property
-    def retries(self) -> int:
-        return self.client.retries
-
-    @property
-    def clamped(self) -> int:
-        return self.client.clamped
-
-    async def close(self) -> None:
-        await self.client.close()
 
 
 class MagpieTask:

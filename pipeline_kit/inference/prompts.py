@@ -11,11 +11,10 @@ import string
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
-
 from pipeline_kit.errors import UserError
 from pipeline_kit.grading.modes import check_mode
 from pipeline_kit.resources import resource_dir
+from pipeline_kit.yaml_files import read_yaml
 
 PROMPTS_DIR = resource_dir("prompts")
 KEYS = {"system", "user", "few_shot_template", "few_shot_examples", "extract", "assistant_prefix"}
@@ -141,10 +140,7 @@ def shown_name(name: str, path: Path) -> str:
 
 def load_prompt_config(name: str) -> PromptConfig:
     path = resolve_prompt_path(name)
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as e:
-        raise UserError(f"{path}: not valid YAML ({str(e).splitlines()[0]}); fix the file.") from None
+    data = read_yaml(path)
     if not isinstance(data, dict) or not isinstance(data.get("user"), str):
         raise UserError(f"{path}: a prompt config needs a 'user' template string.")
     unknown = sorted(set(data) - KEYS)

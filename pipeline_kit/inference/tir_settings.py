@@ -8,11 +8,10 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import yaml
-
 from pipeline_kit.errors import UserError
 from pipeline_kit.inference.prompts import PROMPTS_DIR
 from pipeline_kit.sandbox.limits import LANGUAGES
+from pipeline_kit.yaml_files import read_yaml
 
 if TYPE_CHECKING:
     from pipeline_kit.inference.config import GenerateConfig
@@ -67,10 +66,7 @@ def code_tags_path(name: str) -> Path:
 def load_code_tags(name: str) -> CodeTags:
     """A shipped tag set (`qwen`, `tool_call`) or a YAML file with the CodeTags keys."""
     path = code_tags_path(name)
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as e:
-        raise UserError(f"{path}: not valid YAML ({str(e).splitlines()[0]}); fix the file.") from None
+    data = read_yaml(path)
     names = [f.name for f in fields(CodeTags)]
     if not isinstance(data, dict):
         raise UserError(f"{path}: a code tag set is a mapping with keys {', '.join(names)}.")
