@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import skip_or_fail
 
 from pipeline_kit.pipeline.render import PRELUDE
 
@@ -125,7 +126,7 @@ def test_a_command_that_ends_while_wait_n_is_between_children_ends_the_job(tmp_p
     blocked until the subprocess timeout, 6 of 6 runs)."""
     cc = shutil.which("cc") or shutil.which("gcc")
     if cc is None:
-        pytest.skip("no C compiler for the shim that makes bash's race happen")
+        skip_or_fail("no C compiler (cc) for the shim that makes bash's race happen")
     (tmp_path / "shim.c").write_text(RACE_SHIM)
     shim = tmp_path / "shim.so"
     subprocess.run([cc, "-shared", "-fPIC", "-o", shim, tmp_path / "shim.c", "-ldl"], check=True)

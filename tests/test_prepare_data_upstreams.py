@@ -11,9 +11,8 @@ import os
 import subprocess
 import sys
 
-import pytest
 from benchmark_upstream import checked_copy, jsonl, parquet, upstream_files
-from conftest import REPO_ROOT, rows
+from conftest import REPO_ROOT, rows, skip_or_fail
 
 from pipeline_kit.data_fingerprint import Fingerprint
 
@@ -208,7 +207,7 @@ def test_a_parquet_upstream_is_read_on_the_callers_thread_alone(tmp_path):
     test_mmlu_pro's flake, after a successful prepare). pq.read_table started two such threads even with
     use_threads=False; kit's read starts none."""
     if not os.path.isdir("/proc/self/task"):
-        pytest.skip("counting a process's threads needs Linux's /proc")
+        skip_or_fail("counting a process's threads needs Linux's /proc")
     upstream = tmp_path / "test.parquet"
     upstream.write_bytes(parquet([mmlu_pro_row(70, "C", 2), mmlu_pro_row(71, "b", 1, options=4)]))
     env = {**os.environ, "PYTHONPATH": f"{REPO_ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
