@@ -4,11 +4,13 @@ its report carries the command's own cause line (the job script's kit_wait and i
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from conftest import skip_or_fail
 
 from pipeline_kit.pipeline.render import PRELUDE
 
@@ -73,3 +75,74 @@ def test_twenty_failing_and_succeeding_commands_under_four_cpu_hogs_end_as_they_
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
     assert "20 right, 0 wrong" in proc.stdout, proc.stdout
+
+
+# bash 5.2's `wait -n` (jobs.c, wait_for_any_job) scans its job table with SIGCHLD blocked, unblocks it, then blocks in
+# waitpid for any child. A command that ends in between is reaped by bash's SIGCHLD handler, and waitpid then waits
+# for yet another child: with only a service left, forever (a Slurm array element kept its server up until the test's
+# timeout). Another child's end wakes `wait -n` just before, as a command's log writer does (it ends when the command
+# closes its output). This shim, preloaded into the job script's bash, stretches that spot by 50 ms after each blocking
+# waitpid, so every run meets the race; the command below closes its output 10 ms before it ends.
+RACE_SHIM = r"""
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <signal.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+static int stretch;
+pid_t waitpid(pid_t pid, int *status, int options) {
+  pid_t (*real)(pid_t, int *, int) = dlsym(RTLD_NEXT, "waitpid");
+  pid_t r = real(pid, status, options);
+  if (r > 0 && !(options & WNOHANG)) stretch = 2;
+  return r;
+}
+int sigprocmask(int how, const sigset_t *set, sigset_t *old) {
+  int (*real)(int, const sigset_t *, sigset_t *) = dlsym(RTLD_NEXT, "sigprocmask");
+  sigset_t mine;
+  if (!old) old = &mine;
+  int r = real(how, set, old);
+  if (!r && stretch && set && how == SIG_BLOCK && sigismember(set, SIGCHLD) && !sigismember(old, SIGCHLD)) {
+    stretch--;
+    usleep(50000);
+  }
+  return r;
+}
+"""
+
+RACE_HARNESS = r"""
+unset LD_PRELOAD
+{prelude}
+export KIT_LOG_DIR="$1" KIT_JOB=j; mkdir -p "$1"
+kit_start server 1 'echo $$ > "$KIT_LOG_DIR/server.pid"; exec sleep 600'
+kit_start client 0 "sleep 0.2; exec >/dev/null 2>&1; sleep 0.01; exit $2"
+kit_wait; echo "rc=$?"
+"""
+
+
+@pytest.mark.parametrize("code", [0, 3])
+def test_a_command_that_ends_while_wait_n_is_between_children_ends_the_job(tmp_path, code):
+    """The server runs until it is stopped; the job must end with the client's exit code (before the fix, kit_wait
+    blocked until the subprocess timeout, 6 of 6 runs)."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        skip_or_fail("no C compiler (cc) for the shim that makes bash's race happen")
+    (tmp_path / "shim.c").write_text(RACE_SHIM)
+    shim = tmp_path / "shim.so"
+    subprocess.run([cc, "-shared", "-fPIC", "-o", shim, tmp_path / "shim.c", "-ldl"], check=True)
+    script = tmp_path / "harness.sh"
+    script.write_text(RACE_HARNESS.format(prelude=PRELUDE))
+    logs = tmp_path / "logs"
+    env = {**os.environ, "LD_PRELOAD": str(shim)}
+    try:
+        # a hang detector, not a timing: the run takes ~1.5 s; before the fix it never ended
+        proc = subprocess.run(
+            ["bash", str(script), str(logs), str(code)], capture_output=True, text=True, env=env, timeout=120
+        )
+    finally:
+        server = logs / "server.pid"
+        if server.exists():
+            subprocess.run(["kill", server.read_text().strip()], capture_output=True)
+    assert proc.stdout.strip().endswith(f"rc={code}"), proc.stdout + proc.stderr
+    if code:
+        assert "command 'client' failed with exit code 3" in (logs / "j" / "kit.log").read_text()

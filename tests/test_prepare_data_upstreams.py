@@ -7,9 +7,12 @@ whether they are the data kit pins."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 from benchmark_upstream import checked_copy, jsonl, parquet, upstream_files
-from conftest import rows
+from conftest import REPO_ROOT, rows, skip_or_fail
 
 from pipeline_kit.data_fingerprint import Fingerprint
 
@@ -184,3 +187,33 @@ def test_mmlu_pro_a_multiple_choice_benchmark(kit, mirror, tmp_path):
     res = kit("prepare_data", "mmlu-pro", f"--data_dir={tmp_path / 'bad'}", env=mirror.env)
     assert res.returncode == 2 and "row 1 of 'mmlu-pro' upstream" in res.stderr
     assert "answer 'C' is not option 3 of 10" in res.stderr and "Traceback" not in res.stderr
+
+
+# Counts the process's threads around kit's read of a parquet upstream, in a fresh interpreter (pyarrow imported first).
+COUNT_THREADS = """
+import os, sys
+import pyarrow.parquet
+from pipeline_kit.benchmarks.prepare import _parquet
+data = open(sys.argv[1], "rb").read()
+before = len(os.listdir("/proc/self/task"))
+got = _parquet(data, "https://u/test.parquet", "mmlu-pro", "bad", "hint")
+print(len(got), before, len(os.listdir("/proc/self/task")))
+"""
+
+
+def test_a_parquet_upstream_is_read_on_the_callers_thread_alone(tmp_path):
+    """An Arrow thread alive at interpreter exit may drop the last reference to a buffer that holds a Python object;
+    it cannot take the GIL then, and the process aborts ("terminate called without an active exception", exit -6:
+    test_mmlu_pro's flake, after a successful prepare). pq.read_table started two such threads even with
+    use_threads=False; kit's read starts none."""
+    if not os.path.isdir("/proc/self/task"):
+        skip_or_fail("counting a process's threads needs Linux's /proc")
+    upstream = tmp_path / "test.parquet"
+    upstream.write_bytes(parquet([mmlu_pro_row(70, "C", 2), mmlu_pro_row(71, "b", 1, options=4)]))
+    env = {**os.environ, "PYTHONPATH": f"{REPO_ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    proc = subprocess.run(
+        [sys.executable, "-c", COUNT_THREADS, str(upstream)], capture_output=True, text=True, env=env, check=False
+    )
+    assert proc.returncode == 0, proc.stderr
+    count, before, after = map(int, proc.stdout.split())
+    assert count == 2 and after == before, proc.stdout

@@ -225,6 +225,7 @@ def _xml(text: str, tag: str, bad: str, hint: str) -> list[dict]:
 
 def _parquet(data: bytes, url: str, name: str, bad: str, hint: str) -> list[dict]:
     try:
+        import pyarrow as pa
         import pyarrow.parquet as pq
     except ImportError as e:
         raise UserError(
@@ -233,9 +234,11 @@ def _parquet(data: bytes, url: str, name: str, bad: str, hint: str) -> list[dict
         ) from e
 
     try:
-        # one thread: the pool threads pyarrow starts otherwise can abort the process at exit ("terminate called
-        # without an active exception", seen with pyarrow 26 after a refused row)
-        return pq.read_table(io.BytesIO(data), use_threads=False).to_pylist()
+        # read here, on this thread, and start no Arrow thread: pq.read_table (its dataset scan) reads and pre-buffers
+        # on Arrow's IO threads even with use_threads=False, and such a thread may drop the last reference to a buffer
+        # that holds a Python object; at interpreter exit it then cannot take the GIL and aborts the process
+        # ("terminate called without an active exception", exit -6; pyarrow 26, apache/arrow#34314)
+        return pq.ParquetFile(pa.BufferReader(data), pre_buffer=False).read(use_threads=False).to_pylist()
     except Exception as e:  # pyarrow raises ArrowInvalid, OSError, ... on a damaged file
         raise UserError(f"{bad}: {' '.join(str(e).split())}; {hint}.") from e
 

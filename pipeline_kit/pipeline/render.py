@@ -23,7 +23,7 @@ HET_HOST_VAR = "het_group_host"  # nemo-run's name for the first host of het gro
 # it (the trainer saves a checkpoint) and kills nothing else (bash, tee, a server).
 PRELUDE = r"""set -o pipefail
 trap '' USR1
-kit_pids=(); declare -A kit_name=() kit_service=() kit_log_writer=()
+kit_pids=(); declare -A kit_name=() kit_service=() kit_log_writer=(); kit_ticker=; kit_woke=0
 kit_start() {  # NAME SERVICE(0|1) COMMAND
   local log="$KIT_LOG_DIR/${KIT_LOG_PREFIX:-}$1.log" fd
   # the log's writer (tee) is this shell's own child, so kit_wait can let it write a command's last lines before
@@ -41,18 +41,24 @@ kit_stop() {
   for p in "${kit_pids[@]}"; do kill -TERM -- "-$p" 2>/dev/null || kill -TERM "$p" 2>/dev/null; done
 }
 kit_wait() {
-  local mains=0 rc=0 p q r cause what=command left=() rest=()
+  local mains=0 rc=0 p q r cause what=command left=() rest=() me=$BASHPID
   for p in "${kit_pids[@]}"; do [ "${kit_service[$p]}" = 0 ] && mains=$((mains + 1)); done
   # only services (a server's own het component): they run until they end; one that fails is still a service
   [ "$mains" = 0 ] && what=service && mains=${#kit_pids[@]} && for p in "${kit_pids[@]}"; do kit_service[$p]=0; done
   left=("${kit_pids[@]}")
+  # bash 5.2's `wait -n` can miss an end for good: woken by one child's end (a log writer's, just before its
+  # command's), its SIGCHLD handler may reap the command before it blocks again, for yet another child. So a ticker
+  # interrupts it every second (a trapped signal ends `wait`), and kit_wait then looks for ended commands itself.
+  trap 'kit_woke=1' WINCH
+  (trap - INT TERM WINCH; while sleep 1; do kill -WINCH "$me" 2>/dev/null || exit 0; done) </dev/null >/dev/null 2>&1 &
+  kit_ticker=$!
   while [ "$mains" -gt 0 ]; do
     p=; wait -n -p p "${left[@]}"; r=$?
     if [ -z "$p" ]; then
-      # bash can answer `wait -n` with "no such job" for a command that has already ended (its status then waits
-      # in bash's list of ended children): take it from there with a plain `wait PID`, never read it as success
-      for q in "${left[@]}"; do kill -0 "$q" 2>/dev/null || { p=$q; wait "$q"; r=$?; break; }; done
-      [ -n "$p" ] || { sleep 0.2; continue; }
+      # the ticker, or "no such job" (bash's answer for a command that has ended and left its job table): take an
+      # ended command's status with a plain `wait PID`, never read it as success
+      for q in "${left[@]}"; do kill -0 "$q" 2>/dev/null || { p=$q; kit_exit_code "$q"; r=$?; break; }; done
+      [ -n "$p" ] || { [ "$r" -gt 128 ] || sleep 0.2; continue; }
     fi
     rest=(); for q in "${left[@]}"; do [ "$q" = "$p" ] || rest+=("$q"); done; left=("${rest[@]}")
     kit_logs_written "$p"
@@ -64,10 +70,18 @@ kit_wait() {
     mains=$((mains - 1))
     if [ "$r" != 0 ]; then kit_note "kit: $what '${kit_name[$p]}' failed with exit code $r${cause:+$'\n'$cause}"; rc=$r; break; fi
   done
-  kit_stop; wait "${kit_pids[@]}" 2>/dev/null
+  kit_stop; kit_stop_ticker; wait "${kit_pids[@]}" 2>/dev/null
   kit_logs_written "${kit_pids[@]}"
   kit_pids=(); kit_name=(); kit_service=(); kit_log_writer=()
   return $rc
+}
+kit_exit_code() {  # PID of an ended command: its exit code (asked again when the ticker's signal cut `wait` short)
+  local r
+  while :; do kit_woke=0; wait "$1"; r=$?; [ "$kit_woke" = 1 ] || return $r; done
+}
+kit_stop_ticker() {  # a stray tick after this is ignored (WINCH's default), so it cuts no later `wait` short
+  trap - WINCH
+  [ -z "$kit_ticker" ] || { kill "$kit_ticker" 2>/dev/null; wait "$kit_ticker" 2>/dev/null; kit_ticker=; }
 }
 kit_logs_written() {  # PID...: let the log writers of these commands write their last lines (at most 10 s in all: a
   # process a command left behind may still hold its output)
@@ -85,7 +99,7 @@ kit_record() {  # on none/local, the job's outcome for `kit status`: an exit cod
   [ -z "${KIT_RC_FILE:-}" ] || { echo "$1" > "$KIT_RC_FILE.tmp" && mv -f "$KIT_RC_FILE.tmp" "$KIT_RC_FILE"; }
 }
 kit_cancel() {  # a cancelled job stops what it started (and on none/local records that it was cancelled)
-  kit_stop; kit_reap; kit_record CANCELLED
+  kit_stop; kit_stop_ticker; kit_reap; kit_record CANCELLED
   exit "$1"
 }
 kit_reap() {  # give the stopped commands KIT_STOP_GRACE seconds [30] to end (a trainer saves), then kill the rest
