@@ -31,6 +31,7 @@ want iproute2 ip
 want procps pgrep
 want procps ps
 want chromium chromium   # the browser that tests/test_report.py opens kit report's pages in
+want gcc cc             # tests/test_job_outcomes.py compiles its race shim
 [ ${#missing[@]} -eq 0 ] && exit 0
 
 need_root
