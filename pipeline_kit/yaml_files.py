@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import yaml
+
 from pipeline_kit.errors import UserError
 
 
 def read_yaml(path: Path) -> object:
     """The content of the YAML file at `path` (None when it is empty)."""
-    import yaml
-
     try:
         return yaml.safe_load(path.read_text())
     except yaml.YAMLError as e:

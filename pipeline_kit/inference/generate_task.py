@@ -29,13 +29,14 @@ class GenerateTask:
 
     @staticmethod
     async def open_model(cfg: GenerateConfig, key: str | None) -> GenerationModel:
+        # lazy: the client, the sandbox client and asyncio stay out of submission (kit plan, kit generate)
         from pipeline_kit.inference.generation_model import GenerationModel
 
         return await GenerationModel.open(cfg, key)
 
     @staticmethod
     def preload(say) -> None:
-        from pipeline_kit.inference.client import start_litellm_import
+        from pipeline_kit.inference.client import start_litellm_import  # lazy: as in open_model
 
         start_litellm_import(say)
 
