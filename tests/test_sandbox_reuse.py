@@ -6,15 +6,18 @@ shared memory in the second."""
 from __future__ import annotations
 
 import os
+import platform
 import signal
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
-from sandbox_server import SandboxServer, sandbox_pids, wait_for_census
+from sandbox_server import SandboxServer, children, sandbox_pids, wait_for_census
 
 from pipeline_kit.sandbox.cgroups import ServerCgroup, Slots, hierarchy
+from pipeline_kit.sandbox.isolation import DEVICES, SANDBOX
+from pipeline_kit.sandbox.pool import DEFAULT_READONLY, python_paths
 
 MiB = 1 << 20
 
@@ -114,3 +117,40 @@ def test_a_cgroup_with_a_process_left_in_it_is_not_reused():
         for slot in {*slots.free, *slots.draining, first, second} - {None}:
             slot.remove()
         server.remove()
+
+
+def test_a_key_in_the_user_keyring_stays_with_its_execution(sandbox):
+    """The user keyrings belong to the user namespace: were an execution's shared with the next (one user
+    namespace per worker rather than per execution), a key one added there the next could read."""
+    numbers = {"x86_64": (248, 250), "aarch64": (217, 219)}.get(platform.machine())
+    if numbers is None:
+        pytest.skip(f"no add_key/keyctl numbers for {platform.machine()}")
+    keys = (
+        "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+        f"ADD_KEY, KEYCTL = {numbers[0]}, {numbers[1]}\nUSER_KEYRING, SEARCH = ctypes.c_long(-4), 10\n"
+    )
+    add = keys + "print(libc.syscall(ADD_KEY, b'user', b'kit-left-behind', b'secret', 6, USER_KEYRING) > 0)"
+    assert run_alone(sandbox, add)["stdout"] == "True\n"  # the key was added: the next check can fail
+    find = (
+        keys + "print(libc.syscall(KEYCTL, SEARCH, USER_KEYRING, b'user', b'kit-left-behind', 0), ctypes.get_errno())"
+    )
+    assert run_alone(sandbox, find)["stdout"] == "-1 126\n"  # ENOKEY: its user keyring is a new one
+
+
+def test_the_worker_root_holds_only_the_staging_root(sandbox):
+    """The worker makes a small tmpfs holding /proc and the staging root its `/` and lets go of the host's mounts,
+    so that each execution's copy of its mount namespace holds those only: not the host's root, cgroups, sysfs or
+    /dev (the code sees none of them either way: it is chrooted into the staging root)."""
+    (worker,) = children(sandbox.proc.pid) & sandbox.baseline
+    mounts = [line.split() for line in Path(f"/proc/{worker}/mountinfo").read_text().splitlines()]
+    points = {fields[4] for fields in mounts}
+    fstypes = {fields[fields.index("-") + 1] for fields in mounts}
+    assert not fstypes & {"cgroup", "cgroup2", "sysfs", "devpts", "mqueue"}, fstypes
+    staging = {"/dev", *(f"/dev/{name}" for name in DEVICES), *DEFAULT_READONLY, *python_paths()}
+    allowed = {"/", "/proc", SANDBOX} | {
+        SANDBOX + (os.path.realpath(p) if os.path.dirname(p) != "/" else p) for p in staging
+    }
+    assert points <= allowed, points - allowed
+    assert {"/", "/proc", SANDBOX, SANDBOX + "/usr"} <= points, points
+    root = next(fields for fields in mounts if fields[4] == "/")
+    assert root[root.index("-") + 1] == "tmpfs", root  # the holder, not the host's root

@@ -121,21 +121,27 @@ class Slot:
     the next execution only once it is empty again. Made once, so an execution costs a write per controller instead
     of a mkdir, four writes, a move out and an rmdir. What could be left of an earlier execution: page cache it read
     (reclaimable; it never holds the next one under its limit), and the cumulative counters, of which the supervisor
-    reads only the difference (`oom_kills`)."""
+    reads only the difference (`oom_kills`). Everything goes through folders opened beforehand (`bases`: path and
+    file descriptor), since the worker's root is the staging root, where no cgroup hierarchy is mounted."""
 
-    def __init__(self, bases: list[str], name: str):
+    def __init__(self, bases: list[tuple[str, int]], name: str):
+        self.name = name
         self.paths: list[str] = []
+        self.made: list[int] = []  # the bases' fds it made its folder in (for `remove`)
+        self.dirs: list[int] = []  # its folders, O_PATH
         self.join_fds: list[int] = []  # `tasks`, for writing: the execution's first process joins (see `join`)
         self.oom_fd = -1  # memory.oom_control, for reading the count of processes the kernel killed in it
         self.limits: tuple[int, int] | None = None
         try:
-            for base in bases:
-                path = f"{base}/{name}"
-                os.mkdir(path)
-                self.paths.append(path)
-                self.join_fds.append(os.open(f"{path}/tasks", os.O_WRONLY | os.O_CLOEXEC))
-                if os.path.exists(f"{path}/memory.oom_control"):
-                    self.oom_fd = os.open(f"{path}/memory.oom_control", os.O_RDONLY | os.O_CLOEXEC)
+            for base, base_fd in bases:
+                os.mkdir(name, dir_fd=base_fd)
+                self.paths.append(f"{base}/{name}")
+                self.made.append(base_fd)
+                folder = os.open(name, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=base_fd)
+                self.dirs.append(folder)
+                self.join_fds.append(os.open("tasks", os.O_WRONLY | os.O_CLOEXEC, dir_fd=folder))
+                if _exists(folder, "memory.oom_control"):
+                    self.oom_fd = os.open("memory.oom_control", os.O_RDONLY | os.O_CLOEXEC, dir_fd=folder)
         except OSError:
             self.remove()
             raise
@@ -145,15 +151,15 @@ class Slot:
         if self.limits == (memory, processes):
             return
         old_memory = self.limits[0] if self.limits else 1 << 62
-        for path in self.paths:
-            if os.path.exists(f"{path}/memory.limit_in_bytes"):
+        for folder in self.dirs:
+            if _exists(folder, "memory.limit_in_bytes"):
                 files = ["memory.limit_in_bytes"]
-                if os.path.exists(f"{path}/memory.memsw.limit_in_bytes"):  # no escape into swap
+                if _exists(folder, "memory.memsw.limit_in_bytes"):  # no escape into swap
                     files.append("memory.memsw.limit_in_bytes")  # may not be below the other: lower it last
                 for name in files if memory <= old_memory else reversed(files):
-                    _write(f"{path}/{name}", str(memory))
-            if os.path.exists(f"{path}/pids.max"):
-                _write(f"{path}/pids.max", str(processes))
+                    _write(folder, name, str(memory))
+            if _exists(folder, "pids.max"):
+                _write(folder, "pids.max", str(processes))
         self.limits = (memory, processes)
 
     def join(self) -> None:
@@ -173,9 +179,9 @@ class Slot:
     def empty(self) -> bool:
         """Opened afresh each time: cgroup v1 keeps the list of pids an open cgroup.procs read first. A cgroup
         that cannot be read (removed under the worker) never counts as empty."""
-        for path in self.paths:
+        for folder in self.dirs:
             try:
-                fd = os.open(f"{path}/cgroup.procs", os.O_RDONLY | os.O_CLOEXEC)
+                fd = os.open("cgroup.procs", os.O_RDONLY | os.O_CLOEXEC, dir_fd=folder)
             except OSError:
                 return False
             try:
@@ -188,15 +194,16 @@ class Slot:
         return True
 
     def remove(self) -> None:
-        for fd in [*self.join_fds, self.oom_fd]:
+        for fd in [*self.join_fds, self.oom_fd, *self.dirs]:
             if fd >= 0:
                 os.close(fd)
-        self.join_fds, self.oom_fd = [], -1
-        for path in self.paths:
+        self.join_fds, self.oom_fd, self.dirs = [], -1, []
+        for base_fd in self.made:
             try:
-                os.rmdir(path)
+                os.rmdir(self.name, dir_fd=base_fd)
             except OSError:
                 pass  # still has a process: the server removes it at the end
+        self.made = []
 
 
 class Slots:
@@ -205,7 +212,7 @@ class Slots:
     layer, an orphan) drains until it is empty; only then is it reused."""
 
     def __init__(self, bases: list[str]):
-        self.bases = bases
+        self.bases = [(base, os.open(base, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)) for base in bases]
         self.free: list[Slot] = []
         self.draining: list[Slot] = []
         self.lent: dict[int, Slot] = {}
@@ -240,8 +247,16 @@ class Slots:
             (self.free if slot.empty() else self.draining).append(slot)
 
 
-def _write(path: str, text: str) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+def _exists(folder: int, name: str) -> bool:
+    try:
+        os.stat(name, dir_fd=folder)
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def _write(folder: int, name: str, text: str) -> None:
+    fd = os.open(name, os.O_WRONLY | os.O_CLOEXEC, dir_fd=folder)
     try:
         os.write(fd, text.encode())
     finally:

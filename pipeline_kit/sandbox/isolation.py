@@ -1,9 +1,9 @@
 """Linux isolation primitives, through libc (stdlib only: the worker imports this before it takes requests).
 
-A worker calls `enter_worker_namespaces` once (user, network, IPC, UTS and mount namespaces, a read-only staging root
-of allow-listed folders); every execution then calls `enter_execution_namespaces` (its own user, IPC, PID and mount
-namespaces) and, in the PID namespace's first process, `enter_execution_root` (fresh /proc and /tmp, chroot)
-and `drop_privileges` (no capabilities, no new privileges)."""
+A worker enters its namespaces and root once (`worker_root`: user, network, IPC, UTS and mount namespaces, a read-only
+root of allow-listed folders); every execution then calls `enter_execution_namespaces` (its own user, IPC, PID and
+mount namespaces) and, in the PID namespace's first process, `enter_execution_root` (fresh /proc and /tmp) and
+`drop_privileges` (no capabilities, no new privileges)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ import ctypes
 import os
 import platform
 import resource
-import stat
 from dataclasses import dataclass
 
 CLONE_NEWNS = 0x00020000
@@ -28,10 +27,12 @@ MNT_DETACH = 2
 
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT = 1, 4, 24, 38, 47
 PR_CAP_AMBIENT_CLEAR_ALL = 4
-_SYSCALLS = {"x86_64": {"capset": 126}, "aarch64": {"capset": 91}}
+_SYSCALLS = {"x86_64": {"capset": 126, "pivot_root": 155}, "aarch64": {"capset": 91, "pivot_root": 41}}
 NOBODY = 65534
-# the staging root the worker builds; each execution chroots into it
-STAGING = "/tmp"
+# the worker's root: a small tmpfs that holds the staging root (each execution chroots into it) and /proc
+HOLDER = "/tmp"
+SANDBOX = "/sandbox"  # where the staging root is once HOLDER is the worker's `/`
+STAGING = HOLDER + SANDBOX
 DEVICES = ("null", "zero", "full", "random", "urandom")
 # where an image keeps files only root may read (shadow, private keys); masked when the sandbox runs as root outside
 PRIVATE_SCAN = ("/etc",)
@@ -71,6 +72,19 @@ def mount(source: str | None, target: str, fstype: str | None, flags: int, data:
 def _mount(source: bytes | None, target: bytes, fstype: bytes | None, flags: int, data: bytes | None = None) -> None:
     if _libc.mount(source, target, fstype, flags, data) != 0:
         _fail(f"mount {(fstype or source or b'').decode()} on {target.decode()}")
+
+
+def umount(target: str, flags: int = 0) -> None:
+    _check(_libc.umount2(_b(target), flags), f"umount {target}")
+
+
+def pivot_root(new_root: str, put_old: str | None = None) -> bool:
+    """Whether pivot_root(2) worked (it refuses, e.g., a root on the initial ramfs)."""
+    return _syscall("pivot_root", _b(new_root), _b(put_old or new_root)) == 0
+
+
+def set_dumpable() -> None:
+    _libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
 
 
 def unshare(flags: int) -> None:
@@ -129,14 +143,6 @@ def _write(path: str, text: str) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
     try:
         os.write(fd, text.encode())
-    finally:
-        os.close(fd)
-
-
-def _write_bytes(path: bytes, data: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
-    try:
-        os.write(fd, data)
     finally:
         os.close(fd)
 
@@ -210,132 +216,41 @@ def mount_flags(fd: int) -> int:
     return flags
 
 
-def _bind_readonly(source_fd: int, target: str) -> None:
-    mount(f"/proc/self/fd/{source_fd}", target, None, MS_BIND | MS_REC)
-    flags = MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | mount_flags(source_fd)
-    mount(None, target, None, flags)
-
-
-def _open_sources(readonly_paths: list[str]) -> dict[str, int | str]:
-    """Path -> an O_PATH fd to bind from (opened while root may still traverse, e.g. /root/.pyenv), or the
-    target of a top-level symlink (/bin -> usr/bin on merged-/usr systems)."""
-    sources: dict[str, int | str] = {}
-    for path in sorted({os.path.realpath(p) if os.path.dirname(p) != "/" else p for p in readonly_paths}):
-        if os.path.islink(path):
-            sources[path] = os.readlink(path)
-        elif os.path.exists(path):
-            sources[path] = os.open(path, os.O_PATH | os.O_CLOEXEC)
-    for name in DEVICES:
-        sources[f"/dev/{name}"] = os.open(f"/dev/{name}", os.O_PATH | os.O_CLOEXEC)
-    return sources
-
-
-def enter_worker_namespaces(layers: Layers, readonly_paths: list[str]) -> None:
-    """Once per worker: user + network + IPC + UTS + mount namespaces and the staging root under STAGING.
-
-    Root maps root of the new user namespace to `nobody` (root mapped to root would keep owning root's files, and
-    RLIMIT_NPROC never binds uid 0) and opens the folders to bind first, while it may still traverse folders like
-    /root. Without the nobody_uid layer (a container whose user namespace maps one uid) it maps its own uid."""
-    as_root = os.getuid() == 0  # before the user namespace, where anyone is root
-    as_nobody = layers.user_ns and layers.nobody_uid and as_root
-    if not layers.user_ns:
-        if layers.net_ns or layers.mount_ns:
-            unshare((CLONE_NEWNET if layers.net_ns else 0) | (CLONE_NEWNS if layers.mount_ns else 0))
-    else:
-        flags = CLONE_NEWIPC | CLONE_NEWUTS | (CLONE_NEWNS if layers.mount_ns else 0)
-        flags |= CLONE_NEWNET if layers.net_ns else 0
-        if as_root:
-            os.setgroups([])  # root's supplementary groups would keep their access outside
-        if as_nobody:
-            unshare_user_as_nobody(flags)
-        else:
-            enter_own_user_namespace(flags)
-    # opened in the new mount namespace (a bind's source must be in it) and before root turns into nobody
-    sources = _open_sources(readonly_paths) if layers.mount_ns else {}
-    try:
-        if as_nobody:
-            os.setresgid(0, 0, 0)  # root of the namespace, which is nobody outside; capabilities stay
-            os.setresuid(0, 0, 0)
-            _libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)  # a uid change clears it; uid_map writes need it
-        if layers.mount_ns:
-            _build_staging_root(sources, mask_private=as_root and not as_nobody)
-    finally:
-        for source in sources.values():
-            if isinstance(source, int):
-                os.close(source)
-
-
-def _build_staging_root(sources: dict[str, int | str], mask_private: bool = False) -> None:
-    mount(None, "/", None, MS_REC | MS_PRIVATE)
-    mount("tmpfs", STAGING, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=16m")
-    dev = STAGING + "/dev"
-    os.makedirs(dev)
-    mount("tmpfs", dev, "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=64k")
-    for path, source in sources.items():
-        target = STAGING + path
-        if isinstance(source, str):
-            os.symlink(source, target)
-        elif path.startswith("/dev/"):
-            open(target, "w").close()
-            mount(f"/proc/self/fd/{source}", target, None, MS_BIND)
-        else:
-            os.makedirs(target, exist_ok=True)
-            _bind_readonly(source, target)
-    for name, target in (("fd", "/proc/self/fd"), ("stdin", "fd/0"), ("stdout", "fd/1"), ("stderr", "fd/2")):
-        os.symlink(target, f"{dev}/{name}")
-    os.makedirs(f"{dev}/shm")
-    mount(None, dev, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NOEXEC)
-    for folder in ("proc", "tmp"):
-        os.makedirs(f"{STAGING}/{folder}", exist_ok=True)
-    if mask_private:
-        for top in PRIVATE_SCAN:
-            if os.path.isdir(STAGING + top) and not os.path.islink(STAGING + top):
-                _mask_private(STAGING + top)
-    mount(None, STAGING, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
-
-
-def _mask_private(top: str) -> None:
-    """Cover each file and folder under `top` that others may not read with an empty one of mode 000, read-only.
-    For a sandbox that runs as the uid owning them (root, where it cannot be nobody): the read-only bind alone
-    would let it read /etc/shadow or private keys, being their owner; mode 000 stops it once it has no capabilities."""
-    holder = STAGING + "/.mask"  # a tmpfs of its own, detached afterwards: no trace in the root, no deleted inode
-    os.mkdir(holder)
-    mount("tmpfs", holder, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0700,size=4k")
-    mask = holder + "/empty"
-    os.close(os.open(mask, os.O_CREAT | os.O_WRONLY, 0))
-    os.chmod(mask, 0)
-    for folder, dirs, files in os.walk(top):
-        for name in list(dirs):
-            path = os.path.join(folder, name)
-            if os.lstat(path).st_mode & 0o005 != 0o005:
-                mount("tmpfs", path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=000,size=4k")
-                dirs.remove(name)
-        for name in files:
-            path = os.path.join(folder, name)
-            st = os.lstat(path)
-            if stat.S_ISREG(st.st_mode) and not st.st_mode & stat.S_IROTH:
-                mount(mask, path, None, MS_BIND)
-                mount(None, path, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)
-    _check(_libc.umount2(_b(holder), MNT_DETACH), f"umount {holder}")
-    os.rmdir(holder)
-
-
 def enter_execution_namespaces(layers: Layers) -> None:
     """In the forked execution parent: its own user, IPC, PID and mount namespaces (the next fork is PID 1)."""
     flags = (CLONE_NEWPID if layers.pid_ns else 0) | (CLONE_NEWNS if layers.mount_ns else 0)
     if layers.user_ns:
-        # its own process count (RLIMIT_NPROC is counted per user namespace), and System V IPC objects that end
-        # with it (in the worker's IPC namespace a segment would outlive it, readable by the next execution)
+        # its own process count (RLIMIT_NPROC is counted per user namespace), its own user keyrings, and System V
+        # IPC objects that end with it (in the worker's IPC namespace a segment would outlive it)
         flags |= CLONE_NEWUSER | CLONE_NEWIPC
     if not flags:
         return
     unshare(flags)
     if flags & CLONE_NEWUSER:  # root of the worker's namespace (itself an unprivileged uid outside) is root here
         for path, line in _ROOT_TO_ROOT:
-            _write_bytes(path, line)
+            fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+            try:
+                os.write(fd, line)
+            finally:
+                os.close(fd)
 
 
-_PROC, _TMP, _SHM = (os.fsencode(STAGING + path) for path in ("/proc", "/tmp", "/dev/shm"))
+# The staging root, where an execution mounts its /proc and /tmp and which it chroots into: under HOLDER until the
+# worker made HOLDER its `/` (`worker_root.leave_host_root`). It chroots even then: a chrooted process may not make
+# user namespaces (in one it would have every capability again, if only over namespaces of its own).
+_root = {name: os.fsencode(STAGING + path) for name, path in (("chroot", ""), ("proc", "/proc"), ("tmp", "/tmp"))}
+_root.update(shm=os.fsencode(STAGING + "/dev/shm"), null=b"/dev/null")
+
+
+def root_is_holder() -> None:
+    """HOLDER is now the worker's `/`, the staging root at SANDBOX (and the host's /dev gone)."""
+    _root.update({name: path.removeprefix(os.fsencode(HOLDER)) for name, path in _root.items()})
+    _root["null"] = os.fsencode(SANDBOX + "/dev/null")
+
+
+def open_null() -> int:
+    """/dev/null, before the execution's chroot."""
+    return os.open(_root["null"], os.O_RDWR)
 
 
 def enter_execution_root(layers: Layers, tmp_bytes: int) -> None:
@@ -344,13 +259,13 @@ def enter_execution_root(layers: Layers, tmp_bytes: int) -> None:
         return
     if layers.pid_ns:
         # a container that masks parts of its /proc (Docker) forbids new proc mounts: run without one there
-        _libc.mount(b"proc", _PROC, b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None)
+        _libc.mount(b"proc", _root["proc"], b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None)
     opts = b"mode=1777,size=%d,nr_inodes=10000" % tmp_bytes
-    _mount(b"tmpfs", _TMP, b"tmpfs", MS_NOSUID | MS_NODEV, opts)
-    _mount(b"tmpfs", _SHM, b"tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, opts)
+    _mount(b"tmpfs", _root["tmp"], b"tmpfs", MS_NOSUID | MS_NODEV, opts)
+    _mount(b"tmpfs", _root["shm"], b"tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, opts)
     # chroot, not pivot_root: the staging mount is locked in this (less privileged) namespace, and pivot_root
     # refuses locked mounts. With every capability dropped next, the code cannot chroot again to climb out.
-    os.chroot(STAGING)
+    os.chroot(_root["chroot"])
     os.chdir("/tmp")
 
 

@@ -20,7 +20,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from pipeline_kit.sandbox import isolation, runner  # noqa: E402
+from pipeline_kit.sandbox import isolation, runner, worker_root  # noqa: E402
 from pipeline_kit.sandbox.cgroups import Slot, Slots  # noqa: E402
 
 MAX_FDS = 8
@@ -45,8 +45,9 @@ def serve(
     control: socket.socket, layers: isolation.Layers, readonly_paths: list[str], cgroups: list[str] | None = None
 ) -> None:
     isolation.die_with_parent()
-    isolation.enter_worker_namespaces(layers, readonly_paths)
-    slots = Slots(cgroups or [])
+    worker_root.enter_worker_namespaces(layers, readonly_paths)
+    slots = Slots(cgroups or [])  # opens its cgroup folders, which are not under its root after the next step
+    worker_root.leave_host_root(layers)
     signal.signal(signal.SIGCHLD, _reap)
     control.send(json.dumps({"ready": os.getpid(), "layers": layers.describe()}).encode())
     while True:
@@ -151,7 +152,7 @@ def execution_child(
         keep = code_fd
     else:
         channel_fd = fds[0]
-        null = os.open(os.devnull, os.O_RDWR)
+        null = isolation.open_null()
         for target in range(3):
             os.dup2(null, target)
         os.close(null)
