@@ -70,14 +70,22 @@ kit_wait() {
     mains=$((mains - 1))
     if [ "$r" != 0 ]; then kit_note "kit: $what '${kit_name[$p]}' failed with exit code $r${cause:+$'\n'$cause}"; rc=$r; break; fi
   done
-  kit_stop; kit_stop_ticker; wait "${kit_pids[@]}" 2>/dev/null
+  kit_stop; kit_stop_ticker
+  for p in "${kit_pids[@]}"; do kill -0 "$p" 2>/dev/null && wait "$p" 2>/dev/null; done  # a gone one: no `wait` to block
   kit_logs_written "${kit_pids[@]}"
   kit_pids=(); kit_name=(); kit_service=(); kit_log_writer=()
   return $rc
 }
-kit_exit_code() {  # PID of an ended command: its exit code (asked again when the ticker's signal cut `wait` short)
-  local r
-  while :; do kit_woke=0; wait "$1"; r=$?; [ "$kit_woke" = 1 ] || return $r; done
+kit_exit_code() {  # PID of an ended command: its exit code (asked again when the ticker's signal cut `wait` short).
+  # bash may have lost it (its `wait PID` then blocks for good, seen once under load): after 10 cuts with the process
+  # gone, the command counts as failed, never as a success, and the job ends instead of hanging
+  local r cuts=0
+  while :; do
+    kit_woke=0; wait "$1"; r=$?
+    [ "$kit_woke" = 1 ] || return $r
+    if kill -0 "$1" 2>/dev/null; then cuts=0; else cuts=$((cuts + 1)); fi
+    [ "$cuts" -lt 10 ] || { kit_note "kit: the exit status of '${kit_name[$1]}' was lost (bash's wait); counted as failed"; return 1; }
+  done
 }
 kit_stop_ticker() {  # a stray tick after this is ignored (WINCH's default), so it cuts no later `wait` short
   trap - WINCH
