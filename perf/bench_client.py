@@ -161,17 +161,19 @@ def vllm_ready() -> str | None:
     return None
 
 
+VLLM_ENV = {
+    "VLLM_CPU_KVCACHE_SPACE": "1",
+    "VLLM_CPU_OMP_THREADS_BIND": "nobind",
+    "HF_HUB_OFFLINE": "1",
+    "VLLM_NO_USAGE_STATS": "1",
+}
+VLLM_ARGS = ["--max-model-len", "512", "--dtype", "float32", "--enforce-eager"]
+
+
 def start_vllm(port: int, log: Path) -> subprocess.Popen:
-    env = {
-        **os.environ,
-        "VLLM_CPU_KVCACHE_SPACE": "1",
-        "VLLM_CPU_OMP_THREADS_BIND": "nobind",
-        "HF_HUB_OFFLINE": "1",
-        "VLLM_NO_USAGE_STATS": "1",
-    }
     argv = [str(VLLM_PYTHON), "-m", "vllm.entrypoints.openai.api_server", "--model", str(VLLM_MODEL)]
-    argv += ["--served-model-name", "tiny", "--host", "127.0.0.1", "--port", str(port), "--max-model-len", "512"]
-    argv += ["--dtype", "float32", "--enforce-eager"]
+    argv += ["--served-model-name", "tiny", "--host", "127.0.0.1", "--port", str(port), *VLLM_ARGS]
+    env = {**os.environ, **VLLM_ENV}
     return subprocess.Popen(argv, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True)
 
 

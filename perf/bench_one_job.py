@@ -6,6 +6,7 @@ with every unit done.
   python perf/bench_one_job.py                                     # kit = this checkout
   python perf/bench_one_job.py --tree before=/tmp/main-tree --tree after=.   # two kit trees, same run
   python perf/bench_one_job.py --cli_only                          # issue 36: the bare loop and the CLI only
+  python perf/bench_one_job.py --with_server                       # issue 36: each side starts its own server
   options: --problems 500 --seeds 4 --max_tokens 12 --concurrency 512 --rounds 3 [--server stub]
 
 Each kit tree is run two ways, with this checkout's .venv and PYTHONPATH=TREE (another tree's code, this venv's
@@ -13,6 +14,13 @@ packages): `NAME` is the CLI, `.venv/bin/kit generate` (parsing, planning, nemo-
 the requests, the final files); `NAME:job` is the job's own command alone, `python -m pipeline_kit.inference.generate
 ++output_dir=... ++units=[rs0,...]`, what the CLI runs on none. Every run is a fresh process, timed start to exit. The clients alternate within a round, the order reversed every
 other round; ratios are taken within a round (bare seconds / kit seconds: 1 = as fast as the bare loop).
+With `--with_server` (issue 36 part 2's case: kit starts the server, and overlaps its own start with the server's)
+no server is shared: each run starts the same CPU vLLM server (same Python, argv settings and environment) and stops
+it at its end. The bare side is one driver process: it starts vLLM, imports the OpenAI SDK while vLLM loads, polls
+/v1/models every 0.5 s (as kit's job does), runs the bare loop, writes the files and stops the server (SIGTERM to its
+process group, waiting for its exit); kit is `kit generate --server_type=vllm --model=...`, timed to the CLI's exit
+(its job stops the server too).
+
 Each run also says when its first answer came back, from its process's start (kit: the first line of an
 in-progress file, the folder polled every 10 ms), and for the CLI its launch: from its start to the job's start
 ($KIT_JOB_START, the `job_started_at` of the job's figures file).
@@ -30,6 +38,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -82,6 +91,30 @@ def bare_main(argv: list[str]) -> None:
 
 
 FIRST_ANSWER: list[float] = []  # in the bare loop's process: the epoch of its first answer
+
+
+def bare_with_server_main(argv: list[str]) -> None:
+    """The bare side with its own server: start vLLM, import the SDK while it loads, poll every 0.5 s, run the loop,
+    stop the server (its process group) and wait for it."""
+    port, log, input_file, output_dir, seeds, concurrency, max_tokens = argv
+    server = bench_client.start_vllm(int(port), Path(log))
+    import openai  # noqa: F401  (while vLLM loads)
+
+    url = f"http://127.0.0.1:{port}/v1"
+    try:
+        while True:
+            if server.poll() is not None:
+                raise SystemExit(f"vLLM exited with code {server.returncode} before it was ready (log: {log})")
+            try:
+                with urllib.request.urlopen(f"{url}/models", timeout=5) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                time.sleep(0.5)
+        print(f"server ready at {time.time():.3f}")
+        bare_main([url, "tiny", input_file, output_dir, seeds, concurrency, max_tokens])
+    finally:
+        bench_client.stop(server, group=True)
 
 
 def first_line(folder: Path | None, proc: subprocess.Popen) -> float | None:
@@ -145,10 +178,15 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--tree", action="append", metavar="NAME=PATH", help="a kit tree to run (repeatable)")
     ap.add_argument("--cli_only", action="store_true", help="no NAME:job runs (the job's command alone)")
+    ap.add_argument("--with_server", action="store_true", help="each run starts (and stops) its own vLLM server")
     ap.add_argument("--bare_client", nargs=7, metavar="ARG", help=argparse.SUPPRESS)
+    ap.add_argument("--bare_with_server", nargs=7, metavar="ARG", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.bare_client:
         bare_main(args.bare_client)
+        return
+    if args.bare_with_server:
+        bare_with_server_main(args.bare_with_server)
         return
 
     trees = dict(t.split("=", 1) for t in (args.tree or [f"kit={ROOT}"]))
@@ -159,9 +197,24 @@ def main() -> None:
     (work / "configs" / "local-procs.yaml").write_text(f"executor: none\njob_dir: {work / 'jobs'}\n")
     port = bench_client.free_port()
     url = f"http://127.0.0.1:{port}/v1"
-    if args.server == "stub":
+    server = None
+    if args.with_server:
+        why = bench_client.vllm_ready()
+        if why:
+            raise SystemExit(f"vLLM figure pending: {why}")
+        model = "tiny"
+        env = [f"{k}={v}" for k, v in bench_client.VLLM_ENV.items()]
+        env += [f"KIT_SERVER_PYTHON={bench_client.VLLM_PYTHON}", f"KIT_CLIENT_PYTHON={BIN / 'python'}"]
+        lines = "".join(f"  - {e}\n" for e in env)
+        (work / "configs" / "local-procs.yaml").write_text(
+            f"executor: none\njob_dir: {work / 'jobs'}\nenv_vars:\n{lines}"
+        )
+        server_flags = ["--server_type=vllm", f"--model={bench_client.VLLM_MODEL}"]
+        server_flags += [f"--server_args={' '.join(bench_client.VLLM_ARGS)}"]
+    elif args.server == "stub":
         server, model = bench_client.start_stub(port, pin=False), "stub"
         bench_client.wait_ready(url, server, 30)
+        server_flags = ["--server_type=openai", f"--server_address={url}", f"--model={model}"]
     else:
         why = bench_client.vllm_ready()
         if why:
@@ -170,16 +223,22 @@ def main() -> None:
         t = time.monotonic()
         bench_client.wait_ready(url, server, 900)
         print(f"vLLM ready after {time.monotonic() - t:.0f} s (log: {work / 'vllm.log'})", flush=True)
+        server_flags = ["--server_type=openai", f"--server_address={url}", f"--model={model}"]
     kit = [str(BIN / "kit"), "generate", "--cluster=local-procs", f"--config_dir={work / 'configs'}"]
-    kit += ["--server_type=openai", f"--server_address={url}", f"--model={model}", f"--input_file={inp}"]
+    kit += [*server_flags, f"--input_file={inp}"]
     kit += [f"--num_random_seeds={args.seeds}", "++prompt_config=generic/default", "++inference.temperature=0"]
     kit += [f"++max_concurrent_requests={args.concurrency}", f"++inference.tokens_to_generate={args.max_tokens}"]
     kit += ["++progress_every=100000"]
     units = ",".join(f"rs{seed}" for seed in range(args.seeds))
     job = [str(BIN / "python"), "-m", "pipeline_kit.inference.generate", f"++input_file={inp}"]
     job += [f"++server.base_url={url}", f"++server.model={model}", f"++units=[{units}]", *kit[-5:]]
-    bare = [sys.executable, __file__, "--bare_client", url, model, str(inp)]
     rest = [str(args.seeds), str(args.concurrency), str(args.max_tokens)]
+    if args.with_server:
+        if not args.cli_only:
+            raise SystemExit("--with_server runs the CLI only: add --cli_only")
+        bare = [sys.executable, __file__, "--bare_with_server", str(port), str(work / "vllm-bare.log"), str(inp)]
+    else:
+        bare = [sys.executable, __file__, "--bare_client", url, model, str(inp)]
     # first requests (vLLM: first batches) and first imports, outside the rounds
     timed([*bare, str(work / "warm"), "1", "64", str(args.max_tokens)])
     load = os.getloadavg()
@@ -230,7 +289,8 @@ def main() -> None:
                 for who in clients[1:]:
                     print(f"round {r + 1} {who:<8} bare / kit {results['bare'][r] / results[who][r]:.2f}x", flush=True)
     finally:
-        bench_client.stop(server, group=args.server == "vllm")
+        if server is not None:
+            bench_client.stop(server, group=args.server == "vllm")
     n = args.problems * args.seeds
     print(f"\n{n} requests; median (min-max) over {args.rounds} rounds; load (1 min) at round starts: {loads}")
     for who in clients:

@@ -154,6 +154,10 @@ def test_server_failing_for_10_s_is_retried_every_sample_kept_and_retries_counte
     verbose = kit("status", *none_cluster, "flaky", "--verbose").stdout
     retries = [int(k) for k in re.findall(r"^    chunk_\d: .*, (\d+) retries$", verbose, re.M)]
     assert len(retries) == 2 and sum(retries) == refused, f"{note}\n{verbose}"
+    # each unit's line in the job's log says why its requests were retried
+    logs = "".join(p.read_text() for p in configs.job_dir.glob("logs/flaky/*/*/*.log"))
+    said = [int(k) for k in re.findall(rf"0 failed; (\d+) requests retried \(\d+ x [^)]*{status}", logs)]
+    assert sum(said) == refused, f"{note}\n{logs}"
 
 
 # ------------------------------------------------------------------ 3. the output filesystem full mid-write

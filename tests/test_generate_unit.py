@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import os
 import random
 import signal
 import subprocess
@@ -539,3 +540,133 @@ def test_a_template_option_transformers_serve_cannot_take_is_refused_and_max_sam
     assert [r["id"] for r in rows(out)] == [0, 1, 2, 3] and len(server.requests()) == 4
     again = generate(*base(server, inp, chunk[0], "++max_samples=5", "++num_chunks=2", "++chunk_id=0"))
     assert again.returncode == 2 and "max_samples" in again.stderr, again.stderr
+
+
+def test_retries_name_their_most_common_causes_and_count_the_rest():
+    from pipeline_kit.inference.retry import Retries, describe
+
+    retried = Retries()
+    assert retried.describe() == ""
+    causes = ["APIConnectionError: Server disconnected"] * 5 + ["HTTP 503: busy"] * 3 + ["ReadTimeout"] * 2
+    causes += ["HTTP 500: oops", "HTTP 429: slow down"]
+    for cause in causes:
+        retried.add(cause)
+    assert retried.count == 12
+    assert retried.describe() == (
+        "12 requests retried (5 x APIConnectionError: Server disconnected; 3 x HTTP 503: busy; 2 x ReadTimeout; "
+        "2 other)"
+    )
+
+    # what a retry is counted as: the error and the exception at the bottom of its chain (LiteLLM's wrappers say
+    # only "Connection error.")
+    try:
+        try:
+            try:
+                raise ConnectionResetError(104, "Connection reset by peer")
+            except OSError as e:
+                raise RuntimeError("wrapped") from e
+        except RuntimeError as e:
+            raise ValueError("Connection error.\nmore lines") from e
+    except ValueError as outer:
+        assert describe(outer) == (
+            "ValueError: Connection error. (from ConnectionResetError: [Errno 104] Connection reset by peer)"
+        )
+    assert describe(TimeoutError()) == "TimeoutError"
+
+
+def test_a_connection_the_server_closed_while_the_loop_was_busy_is_not_reused():
+    """A server that closes keep-alive connections idle for 3 s (uvicorn: 5 s), and a client whose event loop was busy
+    for 3.5 s after its first requests, so that the server's FINs were not read yet: aiohttp's default connector
+    sends the next POSTs on the dead connections (reset: retried with backoff in a job); the job's connector does not
+    keep a connection idle that long."""
+    import asyncio
+    import threading
+
+    import aiohttp
+
+    from pipeline_kit.inference import retry
+
+    ready, ports = threading.Event(), []
+
+    def serve() -> None:
+        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            try:
+                while True:
+                    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout=3)
+                    length = next(
+                        int(h.split(b":")[1]) for h in head.split(b"\r\n") if h.lower().startswith(b"content-length")
+                    )
+                    await reader.readexactly(length)
+                    writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+                    await writer.drain()
+            except (asyncio.TimeoutError, asyncio.IncompleteReadError, ConnectionError):
+                writer.close()
+
+        async def main() -> None:
+            server = await asyncio.start_server(handle, "127.0.0.1", 0)
+            ports.append(server.sockets[0].getsockname()[1])
+            ready.set()
+            await asyncio.sleep(30)
+
+        asyncio.run(main())
+
+    threading.Thread(target=serve, daemon=True).start()
+    assert ready.wait(10)
+    url = f"http://127.0.0.1:{ports[0]}/"
+
+    async def failures(connector_of) -> int:
+        async with aiohttp.ClientSession(connector=connector_of()) as session:
+
+            async def post() -> int:
+                try:
+                    async with session.post(url, data=b"x") as resp:
+                        await resp.read()
+                    return 0
+                except aiohttp.ClientError:
+                    return 1
+
+            assert sum(await asyncio.gather(*(post() for _ in range(16)))) == 0
+            time.sleep(3.5)  # the loop busy (building requests, say) while the server's keep-alive runs out
+            return sum(await asyncio.gather(*(post() for _ in range(16))))
+
+    assert asyncio.run(failures(lambda: aiohttp.TCPConnector(limit=16))) > 0  # the case is real with the default
+    assert asyncio.run(failures(lambda: retry.pool_connector(16))) == 0
+
+
+def test_a_dotenv_file_above_litellms_package_stays_out_of_the_job(tmp_path):
+    """LiteLLM in its default mode loads the first .env in the folders above its package (a venv inside the user's
+    repository finds the repository's .env). The job's import of LiteLLM must not: its environment is what kit gave
+    it. LiteLLM is reached through a symlink in tmp_path/site, beside a .env, so that the search finds that file; the
+    probe is a script (as the job's module is), run from another folder."""
+    import importlib.util
+
+    site, work = tmp_path / "site", tmp_path / "work"
+    site.mkdir()
+    work.mkdir()
+    (site / "litellm").symlink_to(Path(importlib.util.find_spec("litellm").origin).parent)
+    (tmp_path / ".env").write_text("KIT_TEST_FROM_DOTENV=loaded\n")
+    env = {k: v for k, v in os.environ.items() if k != "LITELLM_MODE"}
+    env["PYTHONPATH"] = os.pathsep.join([str(site), str(Path(__file__).parent.parent)])
+    seen = {}
+    for name, importer in (
+        ("litellm alone", "import litellm"),
+        ("kit", "from pipeline_kit.inference import client\nclient.import_litellm()"),
+    ):
+        probe = work / "probe.py"
+        probe.write_text(
+            f"import os, sys\n{importer}\n"
+            f"assert sys.modules['litellm'].__file__.startswith({str(site)!r}), sys.modules['litellm'].__file__\n"
+            "print(os.environ.get('KIT_TEST_FROM_DOTENV'))\n"
+        )
+        res = subprocess.run([sys.executable, str(probe)], env=env, capture_output=True, text=True, cwd=work)
+        assert res.returncode == 0, res.stderr
+        seen[name] = res.stdout.split()[-1]
+    assert seen == {"litellm alone": "loaded", "kit": "None"}  # the case is real, and kit's import keeps it out
+
+
+def test_a_request_that_got_no_answer_is_tried_again_at_once_the_first_time_only():
+    from pipeline_kit.inference.retry import backoff
+
+    assert backoff(0, 0.5, unanswered=True) == 0.0  # a kept-alive connection the server had just closed
+    assert 1.0 <= backoff(1, 0.5, unanswered=True) <= 1.5  # then as any other transient error
+    assert 0.5 <= backoff(0, 0.5) <= 0.75  # a 429 or 5xx waits from the first retry on

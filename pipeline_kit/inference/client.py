@@ -210,6 +210,9 @@ FIRST_REQUEST_MODULES = (
 def _import_litellm():
     if "litellm" not in sys.modules:
         os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # offline: no cost-map download at import
+        # LiteLLM's default mode (DEV) loads the first .env file in the folders above its own package (a venv
+        # inside the user's repository finds the repository's) into the job's environment, unseen by kit
+        os.environ.setdefault("LITELLM_MODE", "PRODUCTION")
         was_enabled = gc.isenabled()
         gc.disable()
         try:
@@ -297,7 +300,7 @@ class GenerationClient:
             arguments = request_options.template_arguments(cfg.inference, cfg.chat_template_kwargs)
             self.template = ChatTemplate(cfg.server.chat_template or cfg.server.model, arguments)
         self.params = self._params()  # the same for every request of this run
-        self.retries = 0  # requests tried again (retry.py), counted in the job's figures
+        self.retried = retry.Retries()  # requests tried again and why: the job's figures and its log
         self.clamped = 0  # requests whose max_tokens was fitted to the context window, counted there too
         self._window = None  # the task that asks the server's context window (/v1/models), if this client asked
         self.transient = (
@@ -314,8 +317,7 @@ class GenerationClient:
         import aiohttp
         from litellm.llms.custom_httpx.http_handler import get_ssl_configuration
 
-        connector = aiohttp.TCPConnector(limit=concurrency, limit_per_host=concurrency, ssl=get_ssl_configuration())
-        return aiohttp.ClientSession(connector=connector)
+        return aiohttp.ClientSession(connector=retry.pool_connector(concurrency, ssl=get_ssl_configuration()))
 
     @staticmethod
     def _http_client(session):
@@ -399,7 +401,7 @@ class GenerationClient:
         """`request(fit)` (a coroutine of an Answer; `fit` replaces fields of the request), retried on transient
         errors (retry.py: 408, 429, 5xx with backoff; a server no connection reaches stops the job after
         ++server.gone_after seconds); a refusal of this request (another 4xx: then `failed`) is the sample's `error`;
-        one that every request would get (401, 403, 404) is a UserError. Every retry counts in `self.retries` (the
+        one that every request would get (401, 403, 404) is a UserError. Every retry counts in `self.retried` (the
         job's figures). `asked`: the request's max_tokens (None: whatever fits). When the prompt plus `asked` overruns
         the context window, the request is asked once more with what fits (or the server cut it itself): counted in
         `self.clamped`; a prompt that alone fills the window is the sample's error, as it would be again."""
@@ -448,8 +450,9 @@ class GenerationClient:
                     error, failed = refusal(status, server_message(str(e)), server.base_url, server.model,
                                             server.endpoint)  # fmt: skip
                     return Completion("", 0, time.monotonic() - start, error=error, failed=failed)
-                what = f"{type(e).__name__}: {(str(e).splitlines() or [''])[0][:200]}"
-                if retry.no_answer(e):  # refused, reset, closed: no HTTP answer
+                what = retry.describe(e)
+                unanswered = retry.no_answer(e)
+                if unanswered:  # refused, reset, closed: no HTTP answer
                     lost = await retry.gone(reach, server.base_url, server.gone_after)
                     if lost is not None:
                         raise ServerError(
@@ -464,8 +467,8 @@ class GenerationClient:
                         f"the server at {server.base_url} stopped answering ({what}, after {attempt + 1} tries over "
                         f"{time.monotonic() - start:.0f} s){log_tail(server.server_log)}"
                     ) from None
-            self.retries += 1
-            await asyncio.sleep(retry.backoff(attempt, self.cfg.retry_delay))
+            self.retried.add(what)
+            await asyncio.sleep(retry.backoff(attempt, self.cfg.retry_delay, unanswered))
             attempt += 1
 
     async def _clamped_to(self, asked: int | None, fit: dict, answer: Answer) -> int | None:

@@ -7,6 +7,7 @@ from pipeline_kit.inference.client import GenerationClient
 from pipeline_kit.inference.config import GenerateConfig
 from pipeline_kit.inference.job_pool import say
 from pipeline_kit.inference.prompts import split_prefill
+from pipeline_kit.inference.retry import Retries
 from pipeline_kit.inference.tir import CodeRunner
 
 
@@ -18,9 +19,9 @@ class ClientModel:
         self.client = client
 
     @property
-    def retries(self) -> int:
-        """Requests of this unit tried again (the job's figures)."""
-        return self.client.retries
+    def retried(self) -> Retries:
+        """Requests of this unit tried again, and why (the job's figures, the unit's line in the log)."""
+        return self.client.retried
 
     @property
     def clamped(self) -> int:

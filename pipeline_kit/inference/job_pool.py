@@ -179,11 +179,14 @@ async def run_units(works: list[UnitWork], api_key: str | None, done_before: int
             await asyncio.to_thread(unit.progress_file.finish, cfg.output_file, count, unit.work.done_key)
         finally:
             unit.progress_file.close()
-        retries = getattr(unit.model, "retries", 0)  # a user's generation type may not count them
+        retried = getattr(unit.model, "retried", None)  # a user's generation type may not count them
         clamped = getattr(unit.model, "clamped", 0)
         seconds = time.monotonic() - unit.started
+        retries = retried.count if retried is not None else 0
         figures.unit_done(cfg.output_file, unit.tally.total, unit.tokens, seconds, retries, clamped)
         line = f"wrote {cfg.output_file}: {count} samples, {unit.tally.failed} failed"
+        if retries:
+            line += f"; {retried.describe()}"
         if unit.tally.failed:
             line += f" (first: {unit.tally.first}); not marked done: a rerun requests the failed samples again"
             failed[cfg.output_file] = unit.tally

@@ -8,17 +8,58 @@ retrying a dead endpoint. A server that still takes connections (starved of CPU,
 from __future__ import annotations
 
 import asyncio
+import collections
 import random
 import time
 from urllib.parse import urlsplit
 
 MAX_DELAY_S = 10.0  # the longest wait between two tries of a request
+# How long a job keeps an idle connection for its next request. uvicorn (vLLM's, SGLang's and trtllm-serve's HTTP
+# server) closes one idle for 5 s; aiohttp's default, 15 s, reuses such a connection whenever the event loop was too
+# busy to read the server's FIN in time, and the request is reset (ClientOSError) and retried with backoff: 582
+# requests of 2,000 in one perf/bench_one_job.py run, the unit 2.5x slower; in a probe whose loop was blocked past the
+# server's 5 s, 64 of 64 POSTs. 2 s leaves 3 s of slack for a busy loop.
+KEEPALIVE_S = 2.0
 
 
-def backoff(attempt: int, base: float) -> float:
+def pool_connector(limit: int, **kwargs):
+    """The aiohttp connector of a job's requests (generation through LiteLLM, reward scores): `limit` connections,
+    each kept idle at most KEEPALIVE_S. Made in the running event loop."""
+    import aiohttp
+
+    return aiohttp.TCPConnector(limit=limit, limit_per_host=limit, keepalive_timeout=KEEPALIVE_S, **kwargs)
+
+
+class Retries:
+    """A unit's requests tried again, and why (the error's kind and first line): the count goes to the job's figures,
+    the causes to the unit's line in the log, so that a slow unit says what held it up."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.causes: collections.Counter[str] = collections.Counter()
+
+    def add(self, cause: str) -> None:
+        self.count += 1
+        self.causes[cause[:240]] += 1
+
+    def describe(self) -> str:
+        """'' without retries; else '3 requests retried (2 x ReadTimeout: ...; 1 x HTTP 503: ...)'."""
+        if not self.count:
+            return ""
+        common = self.causes.most_common(3)
+        rest = self.count - sum(n for _, n in common)
+        causes = [f"{n} x {cause}" for cause, n in common] + ([f"{rest} other"] if rest else [])
+        return f"{self.count} requests retried ({'; '.join(causes)})"
+
+
+def backoff(attempt: int, base: float, unanswered: bool = False) -> float:
     """Seconds to wait before retry `attempt` (0-based): `base` doubled per attempt, capped at MAX_DELAY_S, plus up to
     half of it at random (so that the requests in flight do not all come back at once). With base 0.5 s the 8 waits
-    of ++max_retries=8 add up to 45.5-68 s."""
+    of ++max_retries=8 add up to 45.5-68 s. A request that got no answer at all (`unanswered`: no_answer) is tried
+    again at once the first time, as HTTP clients do: it most often went out on a kept-alive connection the server
+    had just closed, and the retry takes a new one (a dead server refuses that too, and waits follow)."""
+    if unanswered and attempt == 0:
+        return 0.0
     return min(base * 2**attempt, MAX_DELAY_S) * (1 + 0.5 * random.random())
 
 
@@ -59,6 +100,22 @@ def no_answer(error: BaseException | None) -> bool:
             return True
         error = error.__cause__ or error.__context__
     return False
+
+
+def describe(error: BaseException) -> str:
+    """'Kind: first line' of `error`, and of the first exception it was raised from (LiteLLM's 'InternalServerError:
+    ... Connection error.' says only that some connection failed; what it came from says how)."""
+
+    def line(e: BaseException) -> str:
+        return f"{type(e).__name__}: {(str(e).splitlines() or [''])[0][:160]}".rstrip(": ")
+
+    root = error
+    for _ in range(20):
+        below = root.__cause__ or root.__context__
+        if below is None:
+            break
+        root = below
+    return line(error) if root is error else f"{line(error)} (from {line(root)})"
 
 
 PROBE_TIMEOUT_S = 3.0

@@ -123,10 +123,10 @@ class RewardClient:
         self.cfg = cfg
         self.url = pooling_url(cfg.server.base_url)
         self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        connector = aiohttp.TCPConnector(limit=cfg.max_concurrent_requests)
+        connector = retry.pool_connector(cfg.max_concurrent_requests)
         self._session = aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(cfg.request_timeout))
         self._transient = (aiohttp.ClientConnectionError, asyncio.TimeoutError)
-        self.retries = 0  # requests tried again, counted in the job's figures
+        self.retried = retry.Retries()  # requests tried again and why: the job's figures and its log
 
     async def close(self) -> None:
         await self._session.close()
@@ -136,6 +136,7 @@ class RewardClient:
         body = request_body(self.cfg.server.model, messages)
         reach = retry.reach(self.cfg.server.base_url)
         for attempt in range(self.cfg.max_retries + 1):
+            unanswered = False
             try:
                 async with self._session.post(self.url, json=body, headers=self.headers) as resp:
                     reach.answered()
@@ -146,10 +147,11 @@ class RewardClient:
                         return self._refused(resp.status, text)
                     problem = f"HTTP {resp.status}: {text[:200]}"
             except self._transient as e:
-                problem = f"{type(e).__name__}: {str(e)[:200]}"
+                problem = retry.describe(e)
+                unanswered = retry.no_answer(e)
                 lost = (
                     await retry.gone(reach, self.cfg.server.base_url, self.cfg.server.gone_after)
-                    if retry.no_answer(e)
+                    if unanswered
                     else None
                 )
                 if lost is not None:
@@ -162,8 +164,8 @@ class RewardClient:
                     f"the server at {self.url} stopped answering ({problem} after {attempt + 1} tries)"
                     f"{log_tail(self.cfg.server.server_log)}"
                 )
-            self.retries += 1
-            await asyncio.sleep(retry.backoff(attempt, self.cfg.retry_delay))
+            self.retried.add(problem)
+            await asyncio.sleep(retry.backoff(attempt, self.cfg.retry_delay, unanswered))
         raise AssertionError("unreachable")
 
     def _refused(self, status: int, text: str) -> Score:
