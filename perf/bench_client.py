@@ -129,7 +129,8 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def wait_ready(url: str, proc: subprocess.Popen, timeout: float) -> None:
+def wait_ready(url: str, proc: subprocess.Popen, timeout: float, poll: float = 1.0) -> None:
+    """Polls GET {url}/models every `poll` seconds until it answers 200."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -139,7 +140,7 @@ def wait_ready(url: str, proc: subprocess.Popen, timeout: float) -> None:
                 if r.status == 200:
                     return
         except OSError:
-            time.sleep(1)
+            time.sleep(poll)
     raise SystemExit(f"the server at {url} was not ready after {timeout:.0f} s")
 
 

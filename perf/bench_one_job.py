@@ -38,7 +38,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -102,15 +101,7 @@ def bare_with_server_main(argv: list[str]) -> None:
 
     url = f"http://127.0.0.1:{port}/v1"
     try:
-        while True:
-            if server.poll() is not None:
-                raise SystemExit(f"vLLM exited with code {server.returncode} before it was ready (log: {log})")
-            try:
-                with urllib.request.urlopen(f"{url}/models", timeout=5) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                time.sleep(0.5)
+        bench_client.wait_ready(url, server, 900, poll=0.5)  # as often as kit's job polls
         print(f"server ready at {time.time():.3f}")
         bare_main([url, "tiny", input_file, output_dir, seeds, concurrency, max_tokens])
     finally:

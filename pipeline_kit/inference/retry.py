@@ -14,11 +14,11 @@ import time
 from urllib.parse import urlsplit
 
 MAX_DELAY_S = 10.0  # the longest wait between two tries of a request
-# How long a job keeps an idle connection for its next request. uvicorn (vLLM's, SGLang's and trtllm-serve's HTTP
-# server) closes one idle for 5 s; aiohttp's default, 15 s, reuses such a connection whenever the event loop was too
-# busy to read the server's FIN in time, and the request is reset (ClientOSError) and retried with backoff: 582
-# requests of 2,000 in one perf/bench_one_job.py run, the unit 2.5x slower; in a probe whose loop was blocked past the
-# server's 5 s, 64 of 64 POSTs. 2 s leaves 3 s of slack for a busy loop.
+# How long a job keeps an idle connection for its next request. uvicorn, vLLM's HTTP server, closes one idle for 5 s
+# (its default; vLLM's VLLM_HTTP_TIMEOUT_KEEP_ALIVE). With aiohttp's default, 15 s, a connection the server closed
+# is reused whenever the event loop was too busy to read the server's FIN in time, and the request is reset
+# (ClientOSError): in a probe whose loop was blocked past the server's 5 s, 64 of 64 POSTs; the likely cause of the
+# 582 retried requests of 2,000 in one perf/bench_one_job.py run (perf/README.md). 2 s leaves 3 s for a busy loop.
 KEEPALIVE_S = 2.0
 
 
@@ -103,8 +103,8 @@ def no_answer(error: BaseException | None) -> bool:
 
 
 def describe(error: BaseException) -> str:
-    """'Kind: first line' of `error`, and of the first exception it was raised from (LiteLLM's 'InternalServerError:
-    ... Connection error.' says only that some connection failed; what it came from says how)."""
+    """'Kind: first line' of `error`, and of the exception at the bottom of the chain it was raised from (LiteLLM's
+    'InternalServerError: ... Connection error.' says only that some connection failed; the bottom says how)."""
 
     def line(e: BaseException) -> str:
         return f"{type(e).__name__}: {(str(e).splitlines() or [''])[0][:160]}".rstrip(": ")
