@@ -39,8 +39,9 @@ class Retries:
         self.causes: collections.Counter[str] = collections.Counter()
 
     def add(self, cause: str) -> None:
+        """`cause`: describe()'s line, or 'HTTP <status>: <the body's first 200 characters>' (both bounded)."""
         self.count += 1
-        self.causes[cause[:240]] += 1
+        self.causes[cause] += 1
 
     def describe(self) -> str:
         """'' without retries; else '3 requests retried (2 x ReadTimeout: ...; 1 x HTTP 503: ...)'."""
@@ -87,18 +88,23 @@ _NO_ANSWER = {"APIConnectionError", "ClientConnectionError", "ConnectionError"}
 _TIMEOUT = {"APITimeoutError", "TimeoutException", "TimeoutError"}  # the server took the request: it is there
 
 
+def _chain(error: BaseException) -> list[BaseException]:
+    """`error` and the exceptions it was raised from, outermost first (at most 20)."""
+    chain = [error]
+    while len(chain) < 20 and (below := chain[-1].__cause__ or chain[-1].__context__) is not None:
+        chain.append(below)
+    return chain
+
+
 def no_answer(error: BaseException | None) -> bool:
     """Whether `error`, or an exception it was raised from, says that the request got no HTTP answer: the connection
     was refused, reset or closed first (a timeout is an answer of sorts: the server took the request)."""
-    for _ in range(20):
-        if error is None:
-            return False
-        names = {cls.__name__ for cls in type(error).__mro__}
+    for e in _chain(error) if error is not None else []:
+        names = {cls.__name__ for cls in type(e).__mro__}
         if names & _TIMEOUT:
             return False
         if names & _NO_ANSWER:
             return True
-        error = error.__cause__ or error.__context__
     return False
 
 
@@ -109,12 +115,7 @@ def describe(error: BaseException) -> str:
     def line(e: BaseException) -> str:
         return f"{type(e).__name__}: {(str(e).splitlines() or [''])[0][:160]}".rstrip(": ")
 
-    root = error
-    for _ in range(20):
-        below = root.__cause__ or root.__context__
-        if below is None:
-            break
-        root = below
+    root = _chain(error)[-1]
     return line(error) if root is error else f"{line(error)} (from {line(root)})"
 
 
