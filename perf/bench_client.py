@@ -167,6 +167,8 @@ VLLM_ENV = {
     "VLLM_CPU_OMP_THREADS_BIND": "nobind",
     "HF_HUB_OFFLINE": "1",
     "VLLM_NO_USAGE_STATS": "1",
+    # what kit's vLLM command sets (pipeline_kit/servers/vllm.py): the bare side's server is the same server
+    "VLLM_HTTP_TIMEOUT_KEEP_ALIVE": "30",
 }
 VLLM_ARGS = ["--max-model-len", "512", "--dtype", "float32", "--enforce-eager"]
 

@@ -66,6 +66,25 @@ def test_generate_through_vllm_on_none(kit, configs, models, shared_vllm, tmp_pa
     assert all(-20 < r["mean_logprob"] <= 0 for r in got), got
 
 
+def test_a_vllm_kit_starts_keeps_an_idle_connection_longer_than_uvicorns_5_s(shared_vllm):
+    """uvicorn, vLLM's HTTP server, closes a connection idle for 5 s, and a job's pool, whose clock starts when the
+    job's code got to the answer (seconds late under load), then sent requests on closed connections: retried
+    (perf/README.md). kit starts vLLM with VLLM_HTTP_TIMEOUT_KEEP_ALIVE=30: a connection idle for 6 s still serves."""
+    import http.client
+    from urllib.parse import urlsplit
+
+    url = urlsplit(shared_vllm[2].url)
+    conn = http.client.HTTPConnection(url.hostname, url.port, timeout=30)
+    try:
+        for pause in (0, 6):
+            time.sleep(pause)
+            conn.request("GET", "/v1/models")  # on the same connection: http.client reconnects only when closed
+            with conn.getresponse() as resp:
+                assert resp.status == 200 and resp.read()
+    finally:
+        conn.close()
+
+
 @pytest.mark.slurm
 def test_auto_packing_on_slurm_measures_packs_and_resumes_exactly(kit, configs, models, tmp_path):
     """#26's acceptance on the local Slurm with the CPU vLLM server. A measuring run (one het job: the server on a

@@ -41,19 +41,23 @@ def test_a_users_server_type_is_module_colon_object(tmp_path, monkeypatch):
         get_server_type("no_such_module:X")
 
 
+KEEP_ALIVE = 'VLLM_HTTP_TIMEOUT_KEEP_ALIVE="${VLLM_HTTP_TIMEOUT_KEEP_ALIVE:-30}" '
+
+
 def test_vllm_single_node_tensor_parallel_and_args():
     assert command("vllm", gpus=8, server_args="--max-model-len 4096") == (
-        '"${KIT_SERVER_PYTHON:-python3}" -m vllm.entrypoints.openai.api_server --model /models/qwen'
+        KEEP_ALIVE + '"${KIT_SERVER_PYTHON:-python3}" -m vllm.entrypoints.openai.api_server --model /models/qwen'
         " --served-model-name /models/qwen --host 0.0.0.0 --port 8000 --tensor-parallel-size 8 --max-model-len 4096"
     )
 
 
 def test_vllm_on_cpu_gets_a_kv_cache_that_fits_unless_the_user_sized_it():
     """vLLM CPU would reserve 0.9 of the node's memory and refuse to start when less is free."""
-    assert command("vllm", gpus=0).startswith('VLLM_CPU_KVCACHE_SPACE="${VLLM_CPU_KVCACHE_SPACE:-2}" "${KIT_SERVER')
+    kv_cache = 'VLLM_CPU_KVCACHE_SPACE="${VLLM_CPU_KVCACHE_SPACE:-2}" '
+    assert command("vllm", gpus=0).startswith(kv_cache + KEEP_ALIVE + '"${KIT_SERVER')
     for own in ("--kv-cache-memory-bytes 1073741824", "--gpu-memory-utilization 0.5"):
-        assert command("vllm", gpus=0, server_args=own).startswith('"${KIT_SERVER_PYTHON')
-    assert command("vllm", gpus=1).startswith('"${KIT_SERVER_PYTHON')
+        assert command("vllm", gpus=0, server_args=own).startswith(KEEP_ALIVE + '"${KIT_SERVER_PYTHON')
+    assert command("vllm", gpus=1).startswith(KEEP_ALIVE + '"${KIT_SERVER_PYTHON')
 
 
 def test_vllm_multi_node_goes_through_ray():

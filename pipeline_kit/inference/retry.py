@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 import random
+import select
 import time
+import weakref
 from urllib.parse import urlsplit
 
 MAX_DELAY_S = 10.0  # the longest wait between two tries of a request
@@ -24,10 +27,53 @@ KEEPALIVE_S = 2.0
 
 def pool_connector(limit: int, **kwargs):
     """The aiohttp connector of a job's requests (generation through LiteLLM, reward scores): `limit` connections,
-    each kept idle at most KEEPALIVE_S. Made in the running event loop."""
+    each kept idle at most KEEPALIVE_S, and none reused that the server already closed. Made in the running loop."""
+    return _connector_class()(limit=limit, limit_per_host=limit, keepalive_timeout=KEEPALIVE_S, **kwargs)
+
+
+def closed_by_peer(transport) -> bool:
+    """Whether an idle connection has something to read: the server's FIN (or RST), which the event loop has not
+    read yet. An idle HTTP/1.1 connection gets nothing else. One poll(2), no wait (urllib3 checks its pool the same
+    way)."""
+    sock = transport.get_extra_info("socket") if transport is not None else None
+    if sock is None:
+        return False
+    poller = select.poll()
+    poller.register(sock.fileno(), select.POLLIN)
+    return bool(poller.poll(0))
+
+
+@functools.cache
+def _connector_class():
     import aiohttp
 
-    return aiohttp.TCPConnector(limit=limit, limit_per_host=limit, keepalive_timeout=KEEPALIVE_S, **kwargs)
+    class PoolConnector(aiohttp.TCPConnector):
+        """aiohttp's pool clocks a connection's idle time from when the client's code released it. Under load (a
+        burst of answers to parse, a CPU-bound server on the same cores) that is seconds after the server sent the
+        answer and started its own keep-alive clock, so the pool hands out connections the server closed a moment
+        ago (captured on the wire: requests sent 0.2-0.7 s after vLLM's FIN, which came 5.00 s after its answer).
+        So a connection from the pool is checked first and closed if the server closed it. This does not close the
+        race: aiohttp writes the request one loop pass later, and a FIN can come in between (with a CPU hog beside
+        the job, 7 retried requests of 2,000 remained). Servers kit starts keep connections longer for that
+        (servers/vllm.py)."""
+
+        def __init__(self, *args, **kwargs) -> None:
+            super().__init__(*args, **kwargs)
+            self._handed_out = weakref.WeakSet()  # connections given to a request before: the next hand-out reuses
+
+        async def connect(self, req, traces, timeout):
+            while True:  # each pass drops one pooled connection, so a fresh one ends it
+                conn = await super().connect(req, traces, timeout)
+                proto = conn.protocol
+                if proto is None or proto not in self._handed_out:
+                    if proto is not None:
+                        self._handed_out.add(proto)
+                    return conn
+                if not closed_by_peer(conn.transport):
+                    return conn
+                conn.close()
+
+    return PoolConnector
 
 
 class Retries:

@@ -12,6 +12,12 @@ RAY_PORT = 6379
 # start when less is free; kit asks for a fixed KV cache instead (GiB), which the user's own setting overrides.
 CPU_KV_CACHE_GIB = 2
 _CPU_MEMORY_FLAGS = ("--kv-cache-memory-bytes", "--gpu-memory-utilization")
+# How long vLLM's HTTP server (uvicorn) keeps an idle connection: 5 s by default. A client's pool clocks idle time
+# from when its code got to the answer, which under load (a burst of answers to parse, CPU shared with the server)
+# is seconds after vLLM sent it: the pool then sends requests on connections vLLM closed a moment ago, and they are
+# retried (perf/README.md: up to 582 of 2,000 in one run). Jobs keep an idle connection 2 s (inference/retry.py), so
+# a longer server side costs nothing; the user's own value wins.
+KEEP_ALIVE_S = 30
 
 
 class VllmServer(ServerType):
@@ -21,6 +27,7 @@ class VllmServer(ServerType):
             f" --served-model-name {shlex.quote(spec.name)} --host 0.0.0.0 --port {port}"
             f" --tensor-parallel-size {max(spec.gpus, 1)}"
         )
+        serve = f'VLLM_HTTP_TIMEOUT_KEEP_ALIVE="${{VLLM_HTTP_TIMEOUT_KEEP_ALIVE:-{KEEP_ALIVE_S}}}" {serve}'
         if not spec.gpus and not any(flag in spec.server_args for flag in _CPU_MEMORY_FLAGS):
             serve = f'VLLM_CPU_KVCACHE_SPACE="${{VLLM_CPU_KVCACHE_SPACE:-{CPU_KV_CACHE_GIB}}}" {serve}'
         if spec.nodes == 1:
