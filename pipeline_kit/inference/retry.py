@@ -17,11 +17,10 @@ import weakref
 from urllib.parse import urlsplit
 
 MAX_DELAY_S = 10.0  # the longest wait between two tries of a request
-# How long a job keeps an idle connection for its next request. uvicorn, vLLM's HTTP server, closes one idle for 5 s
-# (its default; vLLM's VLLM_HTTP_TIMEOUT_KEEP_ALIVE). With aiohttp's default, 15 s, a connection the server closed
-# is reused whenever the event loop was too busy to read the server's FIN in time, and the request is reset
-# (ClientOSError): in a probe whose loop was blocked past the server's 5 s, 64 of 64 POSTs; the likely cause of the
-# 582 retried requests of 2,000 in one perf/bench_one_job.py run (perf/README.md). 2 s leaves 3 s for a busy loop.
+# How long a job keeps an idle connection for its next request, by the pool's clock. uvicorn, vLLM's HTTP server,
+# closes one idle for 5 s by its own (VLLM_HTTP_TIMEOUT_KEEP_ALIVE; servers kit starts get 30 s), and a request sent
+# on a connection it closed is reset and retried. With aiohttp's default, 15 s, a probe whose loop was blocked past
+# the server's 5 s had 64 of 64 POSTs reset. 2 s leaves 3 s for a busy loop (perf/README.md, issue 36 part 2).
 KEEPALIVE_S = 2.0
 
 
