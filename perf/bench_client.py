@@ -52,6 +52,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+from pipeline_kit.servers.vllm import KEEP_ALIVE_S
+
 HERE = Path(__file__).resolve().parent
 VLLM_PYTHON = Path("/var/cache/kit-test/venv-vllm/bin/python")
 VLLM_MODEL = Path("/var/cache/kit-test/tiny-model")
@@ -167,8 +169,8 @@ VLLM_ENV = {
     "VLLM_CPU_OMP_THREADS_BIND": "nobind",
     "HF_HUB_OFFLINE": "1",
     "VLLM_NO_USAGE_STATS": "1",
-    # what kit's vLLM command sets (pipeline_kit/servers/vllm.py): the bare side's server is the same server
-    "VLLM_HTTP_TIMEOUT_KEEP_ALIVE": "30",
+    # what kit's vLLM command sets: the bare side's server is the same server
+    "VLLM_HTTP_TIMEOUT_KEEP_ALIVE": str(KEEP_ALIVE_S),
 }
 VLLM_ARGS = ["--max-model-len", "512", "--dtype", "float32", "--enforce-eager"]
 

@@ -12,11 +12,8 @@ RAY_PORT = 6379
 # start when less is free; kit asks for a fixed KV cache instead (GiB), which the user's own setting overrides.
 CPU_KV_CACHE_GIB = 2
 _CPU_MEMORY_FLAGS = ("--kv-cache-memory-bytes", "--gpu-memory-utilization")
-# How long vLLM's HTTP server (uvicorn) keeps an idle connection: 5 s by default. A client's pool clocks idle time
-# from when its code got to the answer, which under load (a burst of answers to parse, CPU shared with the server)
-# is seconds after vLLM sent it: the pool then sends requests on connections vLLM closed a moment ago, and they are
-# retried (perf/README.md: up to 582 of 2,000 in one run). Jobs keep an idle connection 2 s (inference/retry.py), so
-# a longer server side costs nothing; the user's own value wins.
+# How long vLLM's HTTP server (uvicorn) keeps an idle connection (5 s by default): long enough that a busy job never
+# sends on one vLLM closed (why: inference/retry.py, PoolConnector). The user's own value wins.
 KEEP_ALIVE_S = 30
 
 
