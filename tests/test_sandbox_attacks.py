@@ -3,6 +3,7 @@ unharmed: the server stays healthy, no process of the attack outlives it, and th
 
 from __future__ import annotations
 
+import platform
 import threading
 import time
 from pathlib import Path
@@ -222,6 +223,21 @@ def test_escape_tools_are_refused(unharmed):
     assert res["stdout"] == "unshare -1 1\nmount -1 1\nchroot 1\nsetuid 22\n", (
         res
     )  # 22: uid 1000 does not exist in its namespace
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="the i386 ABI is x86_64's")
+def test_a_call_through_the_i386_abi_kills_the_execution(unharmed):
+    """`int 0x80` reaches i386's calls, where one `ipc` call does all of System V IPC under other numbers: the
+    worker's filter kills the process at any call of another ABI rather than let the numbers mean something else."""
+    code = (
+        "import ctypes, mmap\npage = mmap.mmap(-1, 4096, prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)\n"
+        "page.write(bytes([0xB8, 20, 0, 0, 0, 0xCD, 0x80, 0xC3]))  # mov eax, 20 (i386 getpid); int 0x80; ret\n"
+        "print('before', flush=True)\n"
+        "print(ctypes.CFUNCTYPE(ctypes.c_int)(ctypes.addressof(ctypes.c_char.from_buffer(page)))())"
+    )
+    res = unharmed.run(code)
+    assert (res["stdout"], res["status"], res["exit_code"]) == ("before\n", "error", -31), res
+    assert "through another ABI" in res["stderr"], res
 
 
 def test_hung_executions_do_not_block_the_others(sandbox):

@@ -112,6 +112,8 @@ async def run_stateless(pool: WorkerPool, req: ExecuteRequest, limits: Limits) -
         task.cancel()
     if report.get("oom_killed"):
         report["error"] = f"killed: its processes together used more than the memory limit ({limits.memory >> 20} MiB)"
+    elif report.get("exit_code") == -signal.SIGSYS:  # the worker's seccomp filter (isolation.refuse_ipc)
+        report["error"] = "killed: it made a system call through another ABI (i386's int 0x80 or x32), which is refused"
     status = _status(report) if "error" not in report else "error"
     result = output.result(status, exit_code=report.get("exit_code"), wall_seconds=round(time.monotonic() - start, 4))
     if "error" in report:

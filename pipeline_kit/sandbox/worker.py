@@ -48,6 +48,7 @@ def serve(
     worker_root.enter_worker_namespaces(layers, readonly_paths)
     slots = Slots(cgroups or [])  # opens its cgroup folders, which are not under its root after the next step
     worker_root.leave_host_root(layers)
+    ipc_refused = layers.user_ns and isolation.refuse_ipc()  # root of its user namespace may install a filter
     signal.signal(signal.SIGCHLD, _reap)
     control.send(json.dumps({"ready": os.getpid(), "layers": layers.describe()}).encode())
     while True:
@@ -68,7 +69,7 @@ def serve(
             control.close()
             code = 70
             try:
-                execution_parent(request, fds, layers, slot)
+                execution_parent(request, fds, layers, slot, ipc_refused)
                 code = 0
             except BaseException as e:  # noqa: BLE001 - reported on the status pipe, which then closes
                 os.write(fds[-1], (json.dumps({"error": f"sandbox worker: {e}"}) + "\n").encode())
@@ -79,7 +80,9 @@ def serve(
             os.close(fd)
 
 
-def execution_parent(request: dict, fds: list[int], layers: isolation.Layers, slot: Slot | None = None) -> None:
+def execution_parent(
+    request: dict, fds: list[int], layers: isolation.Layers, slot: Slot | None = None, ipc_refused: bool = False
+) -> None:
     """The execution's supervisor, outside its PID namespace: forks PID 1, waits, kills at the deadline, reports."""
     isolation.die_with_parent()  # a worker that dies takes its executions and sessions with it
     status = fds[-1]
@@ -87,7 +90,7 @@ def execution_parent(request: dict, fds: list[int], layers: isolation.Layers, sl
     os.write(status, b"pid %d\n" % os.getpid())
     limits = request["limits"]
     oom_kills = slot.oom_kills() if slot is not None else 0
-    isolation.enter_execution_namespaces(layers)
+    isolation.enter_execution_namespaces(layers, ipc_refused)
     pid = os.fork()
     if pid == 0:
         os.close(status)
