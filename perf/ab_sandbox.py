@@ -18,8 +18,6 @@ import subprocess
 import sys
 import time
 
-LAYERS = ["user_ns", "net_ns", "pid_ns", "mount_ns", "rlimits", "memory_cgroup", "pids_cgroup"]
-
 
 def drive(setting: str) -> None:
     """One pool; reads a batch size per line on stdin, answers {"times", "cpu", "n"} per batch."""
@@ -27,7 +25,8 @@ def drive(setting: str) -> None:
     from pipeline_kit.sandbox.limits import Limits
     from pipeline_kit.sandbox.pool import WorkerPool
 
-    pool = WorkerPool(1, Layers.parse(",".join(f"no-{name}" for name in LAYERS) if setting == "bare" else setting))
+    bare = ",".join(f"no-{name}" for name in Layers.switchable())
+    pool = WorkerPool(1, Layers.parse(bare if setting == "bare" else setting))
     pool.start()
     message = {"kind": "run", "language": "python", "timeout": 10, "cpu_seconds": 10, "limits": Limits().as_dict()}
     worker = pool.workers[0].process.pid

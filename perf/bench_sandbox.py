@@ -21,7 +21,13 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-LAYERS = ["user_ns", "net_ns", "pid_ns", "mount_ns", "rlimits", "memory_cgroup", "pids_cgroup"]
+# this checkout's kit, also in this process (the worker table): not the one installed in the venv, which may be
+# another checkout's
+sys.path.insert(0, str(REPO))
+
+from pipeline_kit.sandbox.isolation import Layers  # noqa: E402
+
+LAYERS = Layers.switchable()
 ALL = ["full", *(f"no-{layer}" for layer in LAYERS), "bare"]
 
 
@@ -82,7 +88,6 @@ def worker_latency(setting: str, n: int) -> float:
     import json
     import os
 
-    from pipeline_kit.sandbox.isolation import Layers
     from pipeline_kit.sandbox.limits import Limits
     from pipeline_kit.sandbox.pool import WorkerPool
 

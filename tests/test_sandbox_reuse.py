@@ -10,11 +10,13 @@ import platform
 import signal
 import subprocess
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 from sandbox_server import SandboxServer, children, sandbox_pids, wait_for_census
 
+from pipeline_kit.sandbox import isolation, support
 from pipeline_kit.sandbox.cgroups import ServerCgroup, Slots, hierarchy
 from pipeline_kit.sandbox.isolation import DEVICES, SANDBOX, Layers, enter_execution_namespaces
 from pipeline_kit.sandbox.pool import DEFAULT_READONLY, python_paths
@@ -92,6 +94,47 @@ def test_system_v_ipc_and_message_queues_are_refused_so_none_outlives_its_execut
     assert res["stdout"] == "".join(f"{name} -1 1\n" for name in ("shmget", "semget", "msgget", "mq_open", "shmctl"))
     posix = "import multiprocessing.shared_memory as s\nm = s.SharedMemory(create=True, size=64)\nprint(m.size)"
     assert run_alone(sandbox, posix)["stdout"] == "64\n"  # POSIX shared memory: a file in its own /dev/shm
+
+
+LISTEN = (
+    "import socket\nserver = socket.socket(socket.AF_UNIX)\nserver.bind(b'\\0kit-abstract')\nserver.listen(1)\n"
+    "server.settimeout({wait})\n"
+)
+CONNECT = (
+    "import socket\nclient = socket.socket(socket.AF_UNIX)\ntry:\n    client.connect(b'\\0kit-abstract')\n"
+    "    print('connected', flush=True)\nexcept OSError as e:\n    print('refused', e.errno, flush=True)\n"
+)
+
+
+def test_concurrent_executions_cannot_reach_each_others_abstract_unix_sockets(sandbox):
+    """A worker's executions share its network namespace, which names abstract unix sockets: each execution's own
+    Landlock domain (the landlock_scope layer) keeps another's connect out, while its own processes still connect."""
+    if "landlock_scope" not in sandbox.call("GET", "/health")[1]["isolation"]:
+        pytest.skip("this kernel has no Landlock scoping (Linux 6.12+); /health says so")
+    listener = (
+        LISTEN.format(wait=6) + "try:\n    server.accept()\n    print('accepted')\nexcept OSError:\n    print('none')"
+    )
+    with ThreadPoolExecutor(1) as pool:
+        first = pool.submit(sandbox.run, listener, timeout=10)
+        time.sleep(1.5)  # it is listening
+        other = sandbox.run(CONNECT)
+        assert first.result()["stdout"] == "none\n", first.result()
+    assert other["stdout"] == "refused 1\n", other  # EPERM: outside its domain
+    within = (
+        LISTEN.format(wait=5)
+        + "import os\nif os.fork() == 0:\n"
+        + "".join("    " + line + "\n" for line in CONNECT.splitlines())
+        + "    os._exit(0)\nserver.accept()\nos.wait()"
+    )
+    assert run_alone(sandbox, within)["stdout"] == "connected\n"
+
+
+@pytest.mark.parametrize("abi, has", [(-1, "no Landlock"), (5, "Landlock ABI 5")])
+def test_a_kernel_without_landlock_scoping_drops_that_layer_and_says_what_it_means(monkeypatch, abi, has):
+    monkeypatch.setattr(isolation, "landlock_abi", lambda: abi)
+    layers, off = support.probe(Layers.full())
+    assert not layers.landlock_scope and layers.net_ns, (layers, off)
+    assert has in off["landlock_scope"] and "can reach each other's abstract unix sockets" in off["landlock_scope"]
 
 
 @pytest.mark.parametrize("refused", [True, False])

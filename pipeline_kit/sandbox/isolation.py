@@ -3,7 +3,8 @@
 A worker enters its namespaces and root once (`worker_root`: user, network, IPC, UTS and mount namespaces, a read-only
 root of allow-listed folders) and refuses System V IPC and message queues (`refuse_ipc`); every execution then calls
 `enter_execution_namespaces` (its own user, PID and mount namespaces) and, in the PID namespace's first process,
-`enter_execution_root` (fresh /proc and /tmp) and `drop_privileges` (no capabilities, no new privileges)."""
+`enter_execution_root` (fresh /proc and /tmp), `drop_privileges` (no capabilities, no new privileges) and
+`enter_landlock_scope` (abstract unix sockets and signals kept within the execution)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import ctypes
 import os
 import platform
 import resource
+import struct
 from dataclasses import dataclass
 
 CLONE_NEWNS = 0x00020000
@@ -27,7 +29,11 @@ MNT_DETACH = 2
 
 PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_CAP_AMBIENT = 1, 4, 24, 38, 47
 PR_CAP_AMBIENT_CLEAR_ALL = 4
-_SYSCALLS = {"x86_64": {"capset": 126, "pivot_root": 155}, "aarch64": {"capset": 91, "pivot_root": 41}}
+_LANDLOCK_SYSCALLS = {"landlock_create_ruleset": 444, "landlock_restrict_self": 446}  # one number on every machine
+_SYSCALLS = {
+    "x86_64": {"capset": 126, "pivot_root": 155, **_LANDLOCK_SYSCALLS},
+    "aarch64": {"capset": 91, "pivot_root": 41, **_LANDLOCK_SYSCALLS},
+}
 # System V IPC (shm*, sem*, msg*) and POSIX message queues (mq_*): what an IPC namespace holds, and what `refuse_ipc`
 # refuses; POSIX shared memory and semaphores are files in /dev/shm, a tmpfs of the execution's own
 _IPC_SYSCALLS = {
@@ -37,6 +43,10 @@ _IPC_SYSCALLS = {
 _AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}  # seccomp_data.arch of the native calls
 _X32_BIT = 0x40000000  # x86_64's x32 calls: the native arch, each number with this bit set
 PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
+# Landlock (linux/landlock.h): a ruleset that handles no file or network access, only scopes (ABI 6, Linux 6.12)
+LANDLOCK_CREATE_RULESET_VERSION = 1
+LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET, LANDLOCK_SCOPE_SIGNAL = 1, 2
+LANDLOCK_SCOPE_ABI = 6
 NOBODY = 65534
 # the worker's root: a small tmpfs that holds the staging root (each execution chroots into it) and /proc
 HOLDER = "/tmp"
@@ -122,6 +132,9 @@ class Layers:
     pid_ns: bool = True  # one PID namespace per execution: its first process dying kills every descendant
     mount_ns: bool = True  # read-only allow-listed root, fresh /proc, private tmpfs /tmp, chroot
     rlimits: bool = True  # memory, CPU time, processes, file size, open files
+    # its own Landlock domain: abstract unix sockets (named by the network namespace, which a worker's executions
+    # share) and signals reach no process outside it (Linux 6.12+)
+    landlock_scope: bool = True
     memory_cgroup: bool = True  # all of an execution's processes together under the memory limit (root, cgroup v1)
     pids_cgroup: bool = True  # its processes and threads under the process limit, whatever the uid (root, cgroup v1)
 
@@ -142,6 +155,11 @@ class Layers:
                 raise ValueError(f"unknown isolation layer '{item}'; use 'full' or no-{'/no-'.join(names)}")
             off[name] = False
         return cls(**off)
+
+    @classmethod
+    def switchable(cls) -> list[str]:
+        """The layers one switches off with `no-NAME`; nobody_uid goes with user_ns."""
+        return [name for name in cls.__dataclass_fields__ if name != "nobody_uid"]
 
     def describe(self) -> list[str]:
         return [name for name in self.__dataclass_fields__ if getattr(self, name)]
@@ -356,6 +374,32 @@ def refuse_ipc() -> bool:
     instructions = (_SockFilter * len(program))(*(_SockFilter(*ins) for ins in program))
     fprog = _SockFprog(len(program), instructions)
     return _libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(fprog), 0, 0) == 0
+
+
+_libc.syscall.restype = ctypes.c_long
+# struct landlock_ruleset_attr {handled_access_fs, handled_access_net, scoped}: made once, in the worker
+_SCOPE_ATTR = ctypes.create_string_buffer(
+    struct.pack("=QQQ", 0, 0, LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET | LANDLOCK_SCOPE_SIGNAL), 24
+)
+
+
+def landlock_abi() -> int:
+    """The kernel's Landlock ABI version; -1 without Landlock (a kernel before 5.13, or Landlock not in `lsm=`)."""
+    return _syscall("landlock_create_ruleset", None, 0, LANDLOCK_CREATE_RULESET_VERSION)
+
+
+def enter_landlock_scope() -> None:
+    """Put this process (and all it starts) in a Landlock domain of its own that scopes abstract unix sockets and
+    signals: it may connect only to sockets made in its domain and signal only processes in it. Sets no_new_privs,
+    which a process without CAP_SYS_ADMIN needs for this."""
+    _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
+    ruleset = _syscall("landlock_create_ruleset", _SCOPE_ATTR, 24, 0)
+    if ruleset < 0:
+        _fail("landlock_create_ruleset")
+    try:
+        _check(_syscall("landlock_restrict_self", ruleset, 0), "landlock_restrict_self")
+    finally:
+        os.close(ruleset)
 
 
 def die_with_parent() -> None:

@@ -120,6 +120,8 @@ def probe(wanted: Layers) -> tuple[Layers, dict[str, str]]:
         if getattr(wanted, layer) and (err := in_child(_within(user_ns, flag, then))):
             inside = "in its own user namespace" if user_ns else "without a user namespace (needs CAP_SYS_ADMIN)"
             off[layer] = f"unshare({name}) {inside} failed: {err}"
+    if wanted.landlock_scope and (why := _why_no_landlock_scope()):
+        off["landlock_scope"] = why
     effective = replace(wanted, **{name: False for name in off})
     if not effective.user_ns:
         effective = replace(effective, nobody_uid=False)  # nobody is mapped by the user namespace, or not at all
@@ -141,6 +143,20 @@ def _why_not_nobody(user_ns: bool) -> str | None:
             "owns root's files (those under /etc that others may not read are masked), and RLIMIT_NPROC does not "
             "bind it (the kernel exempts uid 0): the process limit holds only through the pids cgroup"
         )
+    return None
+
+
+def _why_no_landlock_scope() -> str | None:
+    without = "a worker's concurrent executions can reach each other's abstract unix sockets"
+    abi = isolation.landlock_abi()
+    if abi < isolation.LANDLOCK_SCOPE_ABI:
+        have = "no Landlock (not built in, or not in the kernel's lsm= list)" if abi < 0 else f"Landlock ABI {abi}"
+        return (
+            f"scoping abstract unix sockets needs Landlock ABI {isolation.LANDLOCK_SCOPE_ABI} (Linux 6.12+); this "
+            f"kernel ({os.uname().release}) has {have}: {without}"
+        )
+    if err := in_child(isolation.enter_landlock_scope):
+        return f"entering a Landlock domain failed: {err}: {without}"
     return None
 
 

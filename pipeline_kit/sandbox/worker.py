@@ -171,6 +171,8 @@ def execution_child(
         )
     if layers.user_ns or os.getuid() == 0:
         isolation.drop_privileges()
+    if layers.landlock_scope:
+        isolation.enter_landlock_scope()
     os.setsid()
     if request["kind"] == "run":
         with os.fdopen(code_fd, "rb") as f:
