@@ -62,6 +62,20 @@ def test_languages(sandbox):
     assert sandbox.run("print(open('f.txt').read())", session="sh")["stdout"] == "made\n\n"
 
 
+def test_multiprocessing_pools_work_as_with_python_dash_c(sandbox):
+    """The code's `__main__` is a module of its own (`runner.main_namespace`): a fork pool pickles a function the
+    code defined, in a stateless run and in a session; spawn and forkserver pools find no script to rerun."""
+    pool = "import multiprocessing as mp\ndef cube(x):\n    return x ** 3\n"
+    fork = pool + "with mp.get_context('fork').Pool(2) as p:\n    print(p.map(cube, range(4)))"
+    assert sandbox.run(fork, timeout=30)["stdout"] == "[0, 1, 8, 27]\n"
+    assert sandbox.run(pool, session="mp")["status"] == "completed"
+    cell = "with mp.get_context('fork').Pool(2) as p:\n    print(p.map(cube, range(4)))"
+    assert sandbox.run(cell, session="mp", timeout=30)["stdout"] == "[0, 1, 8, 27]\n"
+    fresh = "import multiprocessing as mp\nfor how in ('spawn', 'forkserver'):\n    with mp.get_context(how).Pool(2) as p:\n"
+    res = sandbox.run(fresh + "        print(how, sum(p.map(abs, range(-3, 3))))", timeout=60)
+    assert res["stdout"] == "spawn 9\nforkserver 9\n", res
+
+
 def test_errors_and_exit_codes(sandbox):
     res = sandbox.run("raise ValueError('bad')")
     assert res["status"] == "error" and res["stderr"].strip().endswith("ValueError: bad")

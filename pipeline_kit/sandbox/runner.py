@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 import traceback
+import types
 
 SHELL = "/bin/bash"
 
@@ -55,18 +56,28 @@ def run_python(code: str, namespace: dict, display_last: bool) -> int:
         _flush()
 
 
+def main_namespace() -> dict:
+    """A fresh `__main__` module for the code, registered as `sys.modules["__main__"]` (else it is the worker's): what
+    the code defines can then be pickled by reference, as multiprocessing does with a function in `Pool.map`. It has
+    no `__file__`, as with `python -c`, so spawn and forkserver children do not look for a main script to rerun."""
+    main = types.ModuleType("__main__")
+    main.__builtins__ = __builtins__
+    sys.modules["__main__"] = main
+    return main.__dict__
+
+
 def run_once(code: str, language: str) -> int:
     """A stateless execution (this process is PID 1 of its namespace; its exit ends everything it started)."""
     if language == "shell":
         _flush()
         os.execv(SHELL, [SHELL, "-c", code])
     _bind_std_streams()
-    return run_python(code, {"__name__": "__main__", "__builtins__": __builtins__}, language == "ipython")
+    return run_python(code, main_namespace(), language == "ipython")
 
 
 def session_loop(channel: socket.socket, cpu_limit_total: int) -> None:
     """Cells arrive on `channel` as JSON with three fds (stdin, stdout, stderr); each answer is {"exit_code": N}."""
-    namespace = {"__name__": "__main__", "__builtins__": __builtins__}
+    namespace = main_namespace()
     null = os.open(os.devnull, os.O_RDWR)
     while True:
         data, fds, _, _ = socket.recv_fds(channel, 1 << 24, 3)
