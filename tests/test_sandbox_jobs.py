@@ -184,6 +184,11 @@ def test_tir_generation_with_the_sandbox_as_its_own_het_component(kit, configs, 
         ("start_sandbox", ["--port=70000"], "--port=70000 is not a TCP port"),  # the old name, still checked
         ("start_sandbox", ["--port=6000", "--sandbox_port=6000"], "pass only --sandbox_port"),
         ("start_sandbox", ["--create_tunnel"], "--create_tunnel needs an ssh_tunnel section"),
+        # the server's flags are checked before the queue: a mistake used to end only in "the sandbox ended (FAILED)"
+        ("start_sandbox", ["--sandbox_args=--isolation no-landlock"], "unknown isolation layer 'no-landlock'"),
+        ("start_sandbox", ["--sandbox_args=--memory_gb lots"], "argument --memory_gb: invalid float value: 'lots'"),
+        ("generate", ["--with_sandbox", "--sandbox_args=--port 7000"], "--port is set by kit; use --sandbox_port"),
+        ("run_cmd", ["--with_sandbox", "--sandbox_args=--bogus 1"], "unrecognized arguments: --bogus 1"),
     ],
 )
 def test_sandbox_flag_errors_are_one_line_exit_2(kit, configs, tmp_path, command, flags, needle):

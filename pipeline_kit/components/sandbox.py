@@ -7,7 +7,9 @@ from dataclasses import dataclass
 
 from pipeline_kit.cluster import ClusterConfig
 from pipeline_kit.components.python_check import kit_python_check
+from pipeline_kit.errors import UserError
 from pipeline_kit.pipeline.model import AUTO_PORT, Command, CommandGroup, Endpoint, HardwareConfig
+from pipeline_kit.sandbox.flags import check_args
 
 SANDBOX_NAME = "sandbox"
 SANDBOX_PYTHON_VAR = "KIT_SANDBOX_PYTHON"  # a cluster config may point it at an env with the sandbox's deps
@@ -34,6 +36,12 @@ class SandboxSpec:
     args: str = ""
     container: str | None = None
     port: int | str = AUTO_PORT
+
+    def __post_init__(self):
+        try:
+            check_args(self.args)
+        except ValueError as e:
+            raise UserError(f"--sandbox_args={self.args!r}: {e}") from None
 
     def command(self, cluster: ClusterConfig, port: int | str | None = None) -> Command:
         if self.container:

@@ -6,11 +6,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib.util
-import os
 import signal
 import sys
 import time
 
+from pipeline_kit.sandbox import flags
 from pipeline_kit.sandbox.executions import Session, run_stateless
 from pipeline_kit.sandbox.isolation import Layers
 from pipeline_kit.sandbox.limits import CELLS_HEADER, SESSION_HEADER, BadRequest, GiB, Limits, MiB, parse_request
@@ -160,27 +160,8 @@ def missing_libraries() -> list[str]:
     return [name for name in MATH_LIBRARIES if importlib.util.find_spec(name) is None]
 
 
-def cpu_count() -> int:
-    return len(os.sched_getaffinity(0))
-
-
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m pipeline_kit.sandbox.server", description=__doc__)
-    p.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0 for other nodes)")
-    p.add_argument("--port", type=int, default=6000)
-    p.add_argument("--workers", type=int, default=cpu_count(), help="fork-server workers [default: CPUs]")
-    p.add_argument("--max_concurrent", type=int, default=0, help="executions at once [default: 16 per worker]")
-    p.add_argument("--isolation", default="full", help="'full', or layers to switch off: no-net_ns,no-pid_ns,...")
-    p.add_argument("--memory_gb", type=float, default=4.0, help="address space per process")
-    p.add_argument("--processes", type=int, default=64, help="processes and threads per execution")
-    p.add_argument("--file_size_mb", type=int, default=256, help="largest file an execution may write")
-    p.add_argument("--tmp_size_mb", type=int, default=512, help="size of an execution's private /tmp")
-    p.add_argument("--max_timeout", type=float, default=600.0, help="largest timeout a request may ask for")
-    p.add_argument("--max_request_mb", type=int, default=64, help="largest request body (code + std_input)")
-    p.add_argument("--max_sessions", type=int, default=256)
-    p.add_argument("--session_idle_timeout", type=float, default=1800.0, help="seconds before an idle session ends")
-    p.add_argument("--readonly_path", action="append", default=[], help="another host folder the code may read")
-    return p.parse_args(argv)
+    return flags.parser(__doc__).parse_args(argv)
 
 
 def build(args: argparse.Namespace) -> SandboxServer:

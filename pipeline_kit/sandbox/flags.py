@@ -1,0 +1,58 @@
+"""The sandbox server's flags: its parser, and the check that `kit` runs on `--sandbox_args` where the job is
+submitted, so that a mistake is one line there instead of a sandbox that fails in the queue (stdlib only)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+
+from pipeline_kit.sandbox.isolation import Layers
+
+SET_BY_KIT = ("--host", "--port")  # kit passes them; --sandbox_port chooses the port
+
+
+class _Refusal(ValueError):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # argparse would print the usage and exit
+        raise _Refusal(message)
+
+
+def parser(description: str | None = None, checking: bool = False) -> argparse.ArgumentParser:
+    cls = _Parser if checking else argparse.ArgumentParser
+    p = cls(prog="python -m pipeline_kit.sandbox.server", description=description, add_help=not checking)
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (0.0.0.0 for other nodes)")
+    p.add_argument("--port", type=int, default=6000)
+    workers = len(os.sched_getaffinity(0))
+    p.add_argument("--workers", type=int, default=workers, help="fork-server workers [default: CPUs]")
+    p.add_argument("--max_concurrent", type=int, default=0, help="executions at once [default: 16 per worker]")
+    p.add_argument("--isolation", default="full", help="'full', or layers to switch off: no-net_ns,no-pid_ns,...")
+    p.add_argument("--memory_gb", type=float, default=4.0, help="address space per process")
+    p.add_argument("--processes", type=int, default=64, help="processes and threads per execution")
+    p.add_argument("--file_size_mb", type=int, default=256, help="largest file an execution may write")
+    p.add_argument("--tmp_size_mb", type=int, default=512, help="size of an execution's private /tmp")
+    p.add_argument("--max_timeout", type=float, default=600.0, help="largest timeout a request may ask for")
+    p.add_argument("--max_request_mb", type=int, default=64, help="largest request body (code + std_input)")
+    p.add_argument("--max_sessions", type=int, default=256)
+    p.add_argument("--session_idle_timeout", type=float, default=1800.0, help="seconds before an idle session ends")
+    p.add_argument("--readonly_path", action="append", default=[], help="another host folder the code may read")
+    return p
+
+
+def check_args(text: str) -> None:
+    """A ValueError that says what is wrong with `text`, the server flags a user passes as `--sandbox_args`."""
+    try:
+        argv = shlex.split(text)
+    except ValueError as e:
+        raise ValueError(f"cannot split it into flags: {e}") from None
+    for flag in SET_BY_KIT:
+        if any(arg == flag or arg.startswith(flag + "=") for arg in argv):
+            raise ValueError(f"{flag} is set by kit; use --sandbox_port for the port")
+    try:
+        args = parser(checking=True).parse_args(argv)
+    except _Refusal as e:
+        raise ValueError(str(e)) from None
+    Layers.parse(args.isolation)
