@@ -65,6 +65,25 @@ def test_start_sandbox_prints_its_address_and_stops_on_ctrl_c(user_repo, tmp_pat
         urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2)
 
 
+def test_a_sandbox_that_fails_at_start_says_why(user_repo, tmp_path):
+    """A flag only the job's host can check (a folder that is not there): the server refuses it in one line, and
+    `kit start_sandbox` shows that line after "ended (FAILED)" (it used to end there, with no reason)."""
+    env = {**os.environ, **SERVICES, "KIT_HOME": str(tmp_path / "home"), "PATH": f"{BIN}:{os.environ['PATH']}"}
+    missing = tmp_path / "not-there"
+    res = subprocess.run(
+        [str(BIN / "kit"), "start_sandbox", "--cluster=none", f"--sandbox_args=--readonly_path {missing}"],
+        cwd=user_repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert res.returncode == 1, res.stderr
+    tail = res.stderr.split("the sandbox ended (FAILED)\n", 1)[1]
+    assert tail.startswith("kit start_sandbox: why job sandbox failed:"), res.stderr
+    assert f"kit sandbox: error: --readonly_path {missing}: no such file or folder" in tail, res.stderr
+
+
 def test_run_cmd_with_sandbox_on_none(kit, configs, tmp_path, user_repo):
     (user_repo / "caller.py").write_text(CALLER)
     subprocess.run(["git", "add", "."], cwd=user_repo, check=True)
@@ -189,6 +208,7 @@ def test_tir_generation_with_the_sandbox_as_its_own_het_component(kit, configs, 
         ("start_sandbox", ["--sandbox_args=--memory_gb lots"], "argument --memory_gb: invalid float value: 'lots'"),
         ("generate", ["--with_sandbox", "--sandbox_args=--port 7000"], "--port is set by kit; use --sandbox_port"),
         ("run_cmd", ["--with_sandbox", "--sandbox_args=--bogus 1"], "unrecognized arguments: --bogus 1"),
+        ("start_sandbox", ["--sandbox_args=--workers 0"], "--workers 0 must be above 0"),
     ],
 )
 def test_sandbox_flag_errors_are_one_line_exit_2(kit, configs, tmp_path, command, flags, needle):

@@ -91,7 +91,15 @@ def foreground_here(service: Service, pipeline, expname: str, port: int, ready_t
     stop.set()
     states = set(experiment.states.values())
     typer.echo(f"kit {service.command}: the {service.name} ended ({', '.join(sorted(states)) or 'no state'})", err=True)
+    _say_why(service, experiment)
     return 130 if states == {"CANCELLED"} else 0 if experiment.ok else 1
+
+
+def _say_why(service: Service, experiment) -> None:
+    """A failed service's report (the failing command, its exit code and its log's first error lines)."""
+    for failure in experiment.failures(lines=6):
+        if failure.state == "FAILED" and failure.reason:
+            typer.echo(f"kit {service.command}: why job {failure.job} failed:\n{failure.reason.rstrip()}", err=True)
 
 
 def foreground_on_slurm(
@@ -135,6 +143,7 @@ def foreground_on_slurm(
             state = experiment.status()[expname]  # PENDING while sacct lags behind squeue
             if state not in ("PENDING", "RUNNING"):
                 typer.echo(f"kit {service.command}: job {job_id} ended ({state})", err=True)
+                _say_why(service, experiment)
                 return 0 if state == "SUCCEEDED" else 1
             time.sleep(2)
     except KeyboardInterrupt:

@@ -55,4 +55,21 @@ def check_args(text: str) -> None:
         args = parser(checking=True).parse_args(argv)
     except _Refusal as e:
         raise ValueError(str(e)) from None
-    Layers.parse(args.isolation)
+    check_values(args)
+
+
+POSITIVE = ("workers", "memory_gb", "processes", "file_size_mb", "tmp_size_mb", "max_timeout", "max_request_mb")
+POSITIVE += ("max_sessions", "session_idle_timeout")
+
+
+def check_values(args: argparse.Namespace) -> None:
+    """A ValueError naming the first flag whose value the server cannot run with."""
+    for name in POSITIVE:
+        if getattr(args, name) <= 0:
+            raise ValueError(f"--{name} {getattr(args, name)} must be above 0")
+    if args.max_concurrent < 0:
+        raise ValueError(f"--max_concurrent {args.max_concurrent}: use 0 (16 per worker) or more")
+    try:
+        Layers.parse(args.isolation)
+    except ValueError as e:
+        raise ValueError(f"--isolation {args.isolation}: {e}") from None

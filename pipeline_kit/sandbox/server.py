@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib.util
+import os
 import signal
 import sys
 import time
@@ -212,9 +213,13 @@ async def serve(server: SandboxServer, args: argparse.Namespace) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
+        flags.check_values(args)
+        missing = [path for path in args.readonly_path if not os.path.exists(path)]
+        if missing:
+            raise ValueError(f"--readonly_path {missing[0]}: no such file or folder on {os.uname().nodename}")
         server = build(args)
     except ValueError as e:
-        print(f"kit sandbox: error: --isolation={args.isolation}: {e}", file=sys.stderr)
+        print(f"kit sandbox: error: {e}", file=sys.stderr)
         return 2
     except WorkerStartError as e:
         print(
