@@ -122,8 +122,10 @@ def foreground_on_slurm(
         node = None
         while node is None:
             state, node = experiment.placement(expname)
-            if state not in ("PENDING", "CONFIGURING", "RUNNING"):
-                typer.echo(f"kit {service.command}: job {job_id} ended before it ran ({state or 'gone'})", err=True)
+            if state not in ("PENDING", "CONFIGURING", "RUNNING"):  # '' once squeue no longer lists it
+                state = experiment.wait(timeout=30).get(expname) or state or "gone"  # sacct's final word
+                typer.echo(f"kit {service.command}: job {job_id} ended ({state}) before it answered", err=True)
+                _say_why(service, experiment)
                 return 1
             if node is None:
                 time.sleep(1)
