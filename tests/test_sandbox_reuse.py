@@ -100,9 +100,12 @@ LISTEN = (
     "import socket\nserver = socket.socket(socket.AF_UNIX)\nserver.bind(b'\\0kit-abstract')\nserver.listen(1)\n"
     "server.settimeout({wait})\n"
 )
+# ECONNREFUSED (111) while nothing listens yet: it tries again for up to 8 s, so it waits for the listener
 CONNECT = (
-    "import socket\nclient = socket.socket(socket.AF_UNIX)\ntry:\n    client.connect(b'\\0kit-abstract')\n"
-    "    print('connected', flush=True)\nexcept OSError as e:\n    print('refused', e.errno, flush=True)\n"
+    "import socket, time\nfor _ in range(80):\n    client = socket.socket(socket.AF_UNIX)\n    try:\n"
+    "        client.connect(b'\\0kit-abstract')\n        print('connected', flush=True)\n        break\n"
+    "    except OSError as e:\n        if e.errno != 111:\n            print('refused', e.errno, flush=True)\n"
+    "            break\n    time.sleep(0.1)\n"
 )
 
 
@@ -112,12 +115,11 @@ def test_concurrent_executions_cannot_reach_each_others_abstract_unix_sockets(sa
     if "landlock_scope" not in sandbox.call("GET", "/health")[1]["isolation"]:
         pytest.skip("this kernel has no Landlock scoping (Linux 6.12+); /health says so")
     listener = (
-        LISTEN.format(wait=6) + "try:\n    server.accept()\n    print('accepted')\nexcept OSError:\n    print('none')"
+        LISTEN.format(wait=4) + "try:\n    server.accept()\n    print('accepted')\nexcept OSError:\n    print('none')"
     )
     with ThreadPoolExecutor(1) as pool:
         first = pool.submit(sandbox.run, listener, timeout=10)
-        time.sleep(1.5)  # it is listening
-        other = sandbox.run(CONNECT)
+        other = sandbox.run(CONNECT, timeout=10)
         assert first.result()["stdout"] == "none\n", first.result()
     assert other["stdout"] == "refused 1\n", other  # EPERM: outside its domain
     within = (

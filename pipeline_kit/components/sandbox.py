@@ -9,7 +9,6 @@ from pipeline_kit.cluster import ClusterConfig
 from pipeline_kit.components.python_check import kit_python_check
 from pipeline_kit.errors import UserError
 from pipeline_kit.pipeline.model import AUTO_PORT, Command, CommandGroup, Endpoint, HardwareConfig
-from pipeline_kit.sandbox.flags import check_args
 
 SANDBOX_NAME = "sandbox"
 SANDBOX_PYTHON_VAR = "KIT_SANDBOX_PYTHON"  # a cluster config may point it at an env with the sandbox's deps
@@ -38,6 +37,10 @@ class SandboxSpec:
     port: int | str = AUTO_PORT
 
     def __post_init__(self):
+        if not self.args.strip():
+            return
+        from pipeline_kit.sandbox.flags import check_args  # argparse, and ctypes for the layers: not at start-up
+
         try:
             check_args(self.args)
         except ValueError as e:

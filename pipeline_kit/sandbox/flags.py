@@ -7,18 +7,12 @@ import argparse
 import os
 import shlex
 
-from pipeline_kit.sandbox.isolation import Layers
-
 SET_BY_KIT = ("--host", "--port")  # kit passes them; --sandbox_port chooses the port
-
-
-class _Refusal(ValueError):
-    pass
 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str):  # argparse would print the usage and exit
-        raise _Refusal(message)
+        raise ValueError(message)
 
 
 def parser(description: str | None = None, checking: bool = False) -> argparse.ArgumentParser:
@@ -51,11 +45,7 @@ def check_args(text: str) -> None:
     for flag in SET_BY_KIT:
         if any(arg == flag or arg.startswith(flag + "=") for arg in argv):
             raise ValueError(f"{flag} is set by kit; use --sandbox_port for the port")
-    try:
-        args = parser(checking=True).parse_args(argv)
-    except _Refusal as e:
-        raise ValueError(str(e)) from None
-    check_values(args)
+    check_values(parser(checking=True).parse_args(argv))
 
 
 POSITIVE = ("workers", "memory_gb", "processes", "file_size_mb", "tmp_size_mb", "max_timeout", "max_request_mb")
@@ -64,6 +54,8 @@ POSITIVE += ("max_sessions", "session_idle_timeout")
 
 def check_values(args: argparse.Namespace) -> None:
     """A ValueError naming the first flag whose value the server cannot run with."""
+    from pipeline_kit.sandbox.isolation import Layers  # ctypes and libc: only where there is something to check
+
     for name in POSITIVE:
         if getattr(args, name) <= 0:
             raise ValueError(f"--{name} {getattr(args, name)} must be above 0")

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import ctypes
 import os
-import platform
 import resource
 import struct
 from dataclasses import dataclass
@@ -60,6 +59,7 @@ _libc = ctypes.CDLL(None, use_errno=True)
 _libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
 _libc.umount2.argtypes = [ctypes.c_char_p, ctypes.c_int]
 _libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+_libc.syscall.restype = ctypes.c_long  # a file descriptor, or -1
 # Each execution runs the per-execution steps below in a fresh fork of the worker, where every Python object it
 # touches for the first time costs a copy-on-write page fault: so what they need is made here, once, in the worker
 # (libc's functions looked up, paths and map lines as bytes), and their error messages only when one fails.
@@ -111,7 +111,7 @@ def unshare(flags: int) -> None:
         _fail(f"unshare({flags:#x})")
 
 
-_MACHINE = platform.machine()
+_MACHINE = os.uname().machine
 
 
 def _syscall(name: str, *args) -> int:
@@ -376,7 +376,6 @@ def refuse_ipc() -> bool:
     return _libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(fprog), 0, 0) == 0
 
 
-_libc.syscall.restype = ctypes.c_long
 # struct landlock_ruleset_attr {handled_access_fs, handled_access_net, scoped}: made once, in the worker
 _SCOPE_ATTR = ctypes.create_string_buffer(
     struct.pack("=QQQ", 0, 0, LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET | LANDLOCK_SCOPE_SIGNAL), 24
