@@ -39,7 +39,7 @@ class SandboxSpec:
     def __post_init__(self):
         if not self.args.strip():
             return
-        from pipeline_kit.sandbox.flags import check_args  # argparse, and ctypes for the layers: not at start-up
+        from pipeline_kit.sandbox.flags import check_args  # lazy: argparse, and ctypes for the layers: not at start-up
 
         try:
             check_args(self.args)

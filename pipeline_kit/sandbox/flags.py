@@ -54,7 +54,7 @@ POSITIVE += ("max_sessions", "session_idle_timeout")
 
 def check_values(args: argparse.Namespace) -> None:
     """A ValueError naming the first flag whose value the server cannot run with."""
-    from pipeline_kit.sandbox.isolation import Layers  # ctypes and libc: only where there is something to check
+    from pipeline_kit.sandbox.isolation import Layers  # lazy: ctypes and libc, only where there is something to check
 
     for name in POSITIVE:
         if getattr(args, name) <= 0:
