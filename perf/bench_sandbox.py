@@ -3,17 +3,25 @@ isolated execution each) and stateful (cells of long-lived sessions), against th
 (`python -m pipeline_kit.sandbox.server`), once per isolation setting so that each layer's cost shows.
 
   python perf/bench_sandbox.py [--requests 1500] [--concurrency 8] [--rounds 2] [--settings full,no-net_ns,...]
+  python perf/bench_sandbox.py --settings full,bare --batch 150 [--runs 3]   # stateless, settings interleaved
+  python perf/bench_sandbox.py --settings full@/tmp/old,full,bare --batch 150 # another checkout's server beside
 
 Settings: `full` (every layer), one layer switched off at a time, and `bare` (all off: a fork server with output
 capture and nothing else). Per setting and round, a new server; 50 warm-up requests; then `--requests` requests by
 a load generator in this process (aiohttp, one connection per request in flight). Stateful: `--concurrency`
 sessions, each running its share of cells one after another. Figures: executions/s over the whole batch, p50 and
-p95 latency (request sent -> JSON parsed), and the ratio to `full` measured in the same round."""
+p95 latency (request sent -> JSON parsed), the machine's busy CPU per execution (/proc/stat: every process and the
+kernel's threads) and the ratio to `full` measured in the same round.
+
+With --batch N (stateless only): every setting's server starts at once and they take turns, N requests each, so
+that the machine's drift (10-25 % from one minute to the next on this VM) falls on each alike; the ratios of one run
+then agree to about 1 %. A setting may name a checkout (`full@PATH`) to compare two versions of kit in one run."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import subprocess
 import sys
@@ -36,20 +44,12 @@ def isolation_arg(setting: str) -> str:
 
 
 def start_server(setting: str, port: int) -> subprocess.Popen:
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "pipeline_kit.sandbox.server",
-            "--port",
-            str(port),
-            "--isolation",
-            isolation_arg(setting),
-        ],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
+    """`setting`, or `setting@CHECKOUT`: the server of another checkout of kit (to compare two versions in one run)."""
+    setting, _, checkout = setting.partition("@")
+    env = {**os.environ, "PYTHONPATH": checkout} if checkout else None
+    argv = [sys.executable, "-m", "pipeline_kit.sandbox.server", "--port", str(port)]
+    argv += ["--isolation", isolation_arg(setting)]
+    proc = subprocess.Popen(argv, cwd=checkout or REPO, env=env, stdout=subprocess.PIPE, text=True)
     line = proc.stdout.readline()
     if "serving on" not in line:
         raise RuntimeError(f"server did not start: {line}")
@@ -82,11 +82,20 @@ async def load(url: str, n: int, concurrency: int, stateful: bool) -> tuple[floa
         return time.perf_counter() - start, latencies
 
 
+def machine_cpu() -> tuple[float, float]:
+    """(busy, idle) CPU seconds of the whole machine so far, from /proc/stat: busy counts every process and the
+    kernel's own threads and interrupts (where namespaces are torn down), so a difference over a batch is what the
+    batch cost the machine, wherever it ran."""
+    with open("/proc/stat") as f:
+        user, nice, system, idle, iowait, irq, softirq = (int(v) for v in f.readline().split()[1:8])
+    tick = os.sysconf("SC_CLK_TCK")
+    return (user + nice + system + irq + softirq) / tick, (idle + iowait) / tick
+
+
 def worker_latency(setting: str, n: int) -> float:
     """Median ms of one `print(1+1)` handed straight to one worker (no HTTP), one after another: the cost of
     the isolation set-up itself, with the server's request handling taken out."""
     import json
-    import os
 
     from pipeline_kit.sandbox.limits import Limits
     from pipeline_kit.sandbox.pool import WorkerPool
@@ -122,6 +131,58 @@ def worker_latency(setting: str, n: int) -> float:
     return statistics.median(times) * 1000
 
 
+def interleaved(settings: list[str], args: argparse.Namespace) -> dict[str, dict]:
+    """Stateless only: every setting's server up at once, and batches of `--batch` requests sent to each in turn
+    (the order reversed every other pass) until each got `--requests` x `--rounds`. This VM's speed drifts by 10-25 %
+    from one minute to the next; batches of a second or so put that drift on every setting alike."""
+    servers = {s: start_server(s, args.port + i) for i, s in enumerate(settings)}
+    totals = {s: {"wall": 0.0, "busy": 0.0, "idle": 0.0, "lat": []} for s in settings}
+    try:
+        for i in range(len(settings)):
+            asyncio.run(load(f"http://127.0.0.1:{args.port + i}", 50, args.concurrency, False))
+        passes = args.requests * args.rounds // args.batch
+        for p in range(passes):
+            for s in settings if p % 2 == 0 else settings[::-1]:
+                before = machine_cpu()
+                url = f"http://127.0.0.1:{args.port + settings.index(s)}"
+                wall, lat = asyncio.run(load(url, args.batch, args.concurrency, False))
+                busy, idle = (a - b for a, b in zip(machine_cpu(), before, strict=True))
+                t = totals[s]
+                t["wall"], t["busy"], t["idle"] = t["wall"] + wall, t["busy"] + busy, t["idle"] + idle
+                t["lat"] += lat
+    finally:
+        for proc in servers.values():
+            proc.terminate()
+            proc.wait()
+    n = args.batch * passes
+    return {
+        s: {
+            "rate": n / t["wall"],
+            "cpu_ms": t["busy"] / n * 1000,
+            "idle": t["idle"] / (t["busy"] + t["idle"]),
+            "p50": statistics.median(t["lat"]) * 1000,
+        }
+        for s, t in totals.items()
+    }
+
+
+def print_interleaved(settings: list[str], args: argparse.Namespace) -> None:
+    runs = [interleaved(settings, args) for _ in range(args.runs)]
+    print(
+        f"stateless, interleaved: {args.runs} run(s), each {args.requests * args.rounds // args.batch} passes of "
+        f"{args.batch} requests a setting at concurrency {args.concurrency}"
+    )
+    print("| setting | exec/s per run | vs full | machine CPU ms / execution | minus full | idle |")
+    print("|---|---|---|---|---|---|")
+    for s in settings:
+        rates = ", ".join(f"{r[s]['rate']:.0f}" for r in runs)
+        ratios = ", ".join(f"{r[s]['rate'] / r[settings[0]]['rate']:.3f}" for r in runs)
+        cpu = ", ".join(f"{r[s]['cpu_ms']:.2f}" for r in runs)
+        extra = ", ".join(f"{r[s]['cpu_ms'] - r[settings[0]]['cpu_ms']:+.2f}" for r in runs)
+        idle = ", ".join(f"{r[s]['idle']:.0%}" for r in runs)
+        print(f"| {s} | {rates} | {ratios} | {cpu} | {extra} | {idle} |")
+
+
 def measure(setting: str, args: argparse.Namespace, port: int) -> dict:
     proc = start_server(setting, port)
     url = f"http://127.0.0.1:{port}"
@@ -129,9 +190,13 @@ def measure(setting: str, args: argparse.Namespace, port: int) -> dict:
         asyncio.run(load(url, 50, args.concurrency, False))
         out = {}
         for mode in ("stateless", "stateful"):
+            busy, idle = machine_cpu()
             wall, lat = asyncio.run(load(url, args.requests, args.concurrency, mode == "stateful"))
+            busy, idle = (after - before for after, before in zip(machine_cpu(), (busy, idle), strict=True))
             lat.sort()
             out[mode] = {
+                "cpu_ms": busy / args.requests * 1000,
+                "idle": idle / (busy + idle),
                 "rate": args.requests / wall,
                 "p50": statistics.median(lat) * 1000,
                 "p95": lat[int(0.95 * (len(lat) - 1))] * 1000,
@@ -151,8 +216,13 @@ def main() -> None:
     ap.add_argument("--port", type=int, default=6123)
     ap.add_argument("--worker_runs", type=int, default=300)
     ap.add_argument("--only_worker", action="store_true", help="skip the HTTP load (the worker table only)")
+    ap.add_argument("--batch", type=int, default=0, help="stateless only, the settings interleaved in batches of this")
+    ap.add_argument("--runs", type=int, default=3, help="with --batch: independent interleaved runs")
     args = ap.parse_args()
     settings = args.settings.split(",")
+    if args.batch:
+        print_interleaved(settings, args)
+        return
     results: dict[str, list[dict]] = {s: [] for s in settings}
     for r in range(0 if args.only_worker else args.rounds):
         order = settings if r % 2 == 0 else list(reversed(settings))
@@ -161,7 +231,8 @@ def main() -> None:
             m = results[setting][-1]
             print(
                 f"round {r + 1} {setting:12s} stateless {m['stateless']['rate']:6.1f}/s "
-                f"p50 {m['stateless']['p50']:5.1f} ms p95 {m['stateless']['p95']:5.1f} ms | stateful "
+                f"p50 {m['stateless']['p50']:5.1f} ms p95 {m['stateless']['p95']:5.1f} ms "
+                f"CPU {m['stateless']['cpu_ms']:4.2f} ms/exec idle {m['stateless']['idle']:4.0%} | stateful "
                 f"{m['stateful']['rate']:6.1f}/s p50 {m['stateful']['p50']:5.1f} ms p95 {m['stateful']['p95']:5.1f} ms",
                 flush=True,
             )
@@ -175,8 +246,11 @@ def main() -> None:
     if args.only_worker:
         return
     print(f"\nmedian over {args.rounds} rounds, {args.requests} requests at concurrency {args.concurrency}:")
-    print("| setting | stateless exec/s | p50 ms | p95 ms | vs full | stateful exec/s | p50 ms | p95 ms | vs full |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print(
+        "| setting | stateless exec/s | p50 ms | p95 ms | CPU ms | vs full | stateful exec/s | p50 ms | p95 ms | CPU ms "
+        "| vs full |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for setting in settings:
         row = [setting]
         for mode in ("stateless", "stateful"):
@@ -187,6 +261,7 @@ def main() -> None:
                 f"{statistics.median(rates):.0f}",
                 f"{statistics.median(m[mode]['p50'] for m in results[setting]):.1f}",
                 f"{statistics.median(m[mode]['p95'] for m in results[setting]):.1f}",
+                f"{statistics.median(m[mode]['cpu_ms'] for m in results[setting]):.2f}",
                 f"{statistics.median(ratios):.2f}×",
             ]
         print("| " + " | ".join(row) + " |")
