@@ -225,6 +225,20 @@ def test_escape_tools_are_refused(unharmed):
     )  # 22: uid 1000 does not exist in its namespace
 
 
+def test_the_code_holds_no_capability_and_cannot_gain_one(unharmed):
+    """Every capability set empty (the bounding set too, so no execve can gain one) and no_new_privs, for Python run
+    in the execution's first process and for a program it execs."""
+    fields = ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb", "NoNewPrivs")
+    expected = "".join(f"{name}: {'1' if name == 'NoNewPrivs' else '0' * 16}\n" for name in fields)  # "CapInh: 00.."
+    python = unharmed.run(
+        "for line in open('/proc/self/status'):\n"
+        f"    if line.split(':')[0] in {fields!r}:\n        print(' '.join(line.split()))"
+    )
+    assert python["stdout"] == expected, python
+    shell = unharmed.run(f"grep -E '^({'|'.join(fields)}):' /proc/self/status | tr -s '\t' ' '", language="shell")
+    assert shell["stdout"] == expected, shell
+
+
 @pytest.mark.skipif(platform.machine() != "x86_64", reason="the i386 ABI is x86_64's")
 def test_a_call_through_the_i386_abi_kills_the_execution(unharmed):
     """`int 0x80` reaches i386's calls, where one `ipc` call does all of System V IPC under other numbers: the
