@@ -135,33 +135,28 @@ def interleaved(settings: list[str], args: argparse.Namespace) -> dict[str, dict
     """Stateless only: every setting's server up at once, and batches of `--batch` requests sent to each in turn
     (the order reversed every other pass) until each got `--requests` x `--rounds`. This VM's speed drifts by 10-25 %
     from one minute to the next; batches of a second or so put that drift on every setting alike."""
-    servers = {s: start_server(s, args.port + i) for i, s in enumerate(settings)}
-    totals = {s: {"wall": 0.0, "busy": 0.0, "idle": 0.0, "lat": []} for s in settings}
+    ports = {s: args.port + i for i, s in enumerate(settings)}
+    totals = {s: {"wall": 0.0, "busy": 0.0, "idle": 0.0} for s in settings}
+    servers = []
     try:
-        for i in range(len(settings)):
-            asyncio.run(load(f"http://127.0.0.1:{args.port + i}", 50, args.concurrency, False))
+        for s, port in ports.items():
+            servers.append(start_server(s, port))
+            asyncio.run(load(f"http://127.0.0.1:{port}", 50, args.concurrency, False))
         passes = args.requests * args.rounds // args.batch
         for p in range(passes):
             for s in settings if p % 2 == 0 else settings[::-1]:
                 before = machine_cpu()
-                url = f"http://127.0.0.1:{args.port + settings.index(s)}"
-                wall, lat = asyncio.run(load(url, args.batch, args.concurrency, False))
+                wall, _ = asyncio.run(load(f"http://127.0.0.1:{ports[s]}", args.batch, args.concurrency, False))
                 busy, idle = (a - b for a, b in zip(machine_cpu(), before, strict=True))
                 t = totals[s]
                 t["wall"], t["busy"], t["idle"] = t["wall"] + wall, t["busy"] + busy, t["idle"] + idle
-                t["lat"] += lat
     finally:
-        for proc in servers.values():
+        for proc in servers:
             proc.terminate()
             proc.wait()
     n = args.batch * passes
     return {
-        s: {
-            "rate": n / t["wall"],
-            "cpu_ms": t["busy"] / n * 1000,
-            "idle": t["idle"] / (t["busy"] + t["idle"]),
-            "p50": statistics.median(t["lat"]) * 1000,
-        }
+        s: {"rate": n / t["wall"], "cpu_ms": t["busy"] / n * 1000, "idle": t["idle"] / (t["busy"] + t["idle"])}
         for s, t in totals.items()
     }
 
@@ -172,13 +167,14 @@ def print_interleaved(settings: list[str], args: argparse.Namespace) -> None:
         f"stateless, interleaved: {args.runs} run(s), each {args.requests * args.rounds // args.batch} passes of "
         f"{args.batch} requests a setting at concurrency {args.concurrency}"
     )
-    print("| setting | exec/s per run | vs full | machine CPU ms / execution | minus full | idle |")
+    first = settings[0]
+    print(f"| setting | exec/s per run | vs {first} | machine CPU ms / execution | minus {first} | idle |")
     print("|---|---|---|---|---|---|")
     for s in settings:
         rates = ", ".join(f"{r[s]['rate']:.0f}" for r in runs)
-        ratios = ", ".join(f"{r[s]['rate'] / r[settings[0]]['rate']:.3f}" for r in runs)
+        ratios = ", ".join(f"{r[s]['rate'] / r[first]['rate']:.3f}" for r in runs)
         cpu = ", ".join(f"{r[s]['cpu_ms']:.2f}" for r in runs)
-        extra = ", ".join(f"{r[s]['cpu_ms'] - r[settings[0]]['cpu_ms']:+.2f}" for r in runs)
+        extra = ", ".join(f"{r[s]['cpu_ms'] - r[first]['cpu_ms']:+.2f}" for r in runs)
         idle = ", ".join(f"{r[s]['idle']:.0%}" for r in runs)
         print(f"| {s} | {rates} | {ratios} | {cpu} | {extra} | {idle} |")
 
