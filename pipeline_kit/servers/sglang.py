@@ -11,6 +11,8 @@ DIST_PORT = 20000
 
 
 class SglangServer(ServerType):
+    # no keep-alive setting as vLLM has (KEEP_ALIVE_S): SGLang's HTTP server fixes uvicorn's at 5 s, with no flag or
+    # variable, so the job's pool check (inference/retry.py, PoolConnector) is what keeps requests off closed ones
     def launch(self, spec: ServerSpec, port: str, python: str) -> str:
         cmd = (
             f"{python} -m sglang.launch_server --model-path {shlex.quote(spec.model)}"
