@@ -220,6 +220,8 @@ def main() -> None:
     if args.batch:
         print_interleaved(settings, args)
         return
+    if any("@" in s for s in settings):
+        ap.error("a setting@CHECKOUT needs --batch (the worker table runs this checkout's code)")
     results: dict[str, list[dict]] = {s: [] for s in settings}
     for r in range(0 if args.only_worker else args.rounds):
         order = settings if r % 2 == 0 else list(reversed(settings))

@@ -48,8 +48,17 @@ def check_args(text: str) -> None:
     check_values(parser(checking=True).parse_args(argv))
 
 
-POSITIVE = ("workers", "memory_gb", "processes", "file_size_mb", "tmp_size_mb", "max_timeout", "max_request_mb")
-POSITIVE += ("max_sessions", "session_idle_timeout")
+POSITIVE = (  # flags whose value must be above 0
+    "workers",
+    "memory_gb",
+    "processes",
+    "file_size_mb",
+    "tmp_size_mb",
+    "max_timeout",
+    "max_request_mb",
+    "max_sessions",
+    "session_idle_timeout",
+)
 
 
 def check_values(args: argparse.Namespace) -> None:
