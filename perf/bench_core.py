@@ -16,6 +16,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import bytecode_cache  # perf/: .pyc files as a user has them
+
 BIN = Path(sys.executable).parent
 
 
@@ -63,6 +65,7 @@ def write_plan_inputs(d: Path) -> None:
 
 
 def main() -> None:
+    bytecode_cache.enable()
     env = {**os.environ, "KIT_HOME": tempfile.mkdtemp()}
     where = "import importlib.util, pipeline_kit; print(pipeline_kit.__file__, bool(importlib.util.find_spec('torch')))"
     out = subprocess.run([sys.executable, "-c", where], capture_output=True, text=True, cwd=tempfile.gettempdir())

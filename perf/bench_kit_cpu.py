@@ -19,6 +19,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+import bytecode_cache  # perf/: .pyc files as a user has them
+
 
 def cpu_of(argv: list[str], cwd: Path, env: dict) -> float:
     """User + system CPU seconds of one child process (and anything it waited for)."""
@@ -42,6 +44,7 @@ def user_repo(root: Path) -> Path:
 
 
 def main() -> None:
+    bytecode_cache.enable()
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=10)
     ap.add_argument("--tree", action="append", default=[], help="A kit checkout to measure (PYTHONPATH first).")

@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
+import bytecode_cache  # noqa: E402  (perf/: .pyc files as a user has them)
 from bench_core import write_plan_inputs  # noqa: E402
 
 BIN = Path(sys.executable).parent
@@ -65,6 +66,7 @@ def commands(d: Path, out: Path) -> dict[str, list[str]]:
 
 
 def main() -> None:
+    bytecode_cache.enable()
     ap = argparse.ArgumentParser()
     ap.add_argument("trees", nargs=2, help="BEFORE and AFTER source trees")
     ap.add_argument("--rounds", type=int, default=5)

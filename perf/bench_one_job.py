@@ -45,6 +45,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 
 import bench_client  # noqa: E402  (the servers: start_vllm, start_stub, wait_ready, stop)
+import bytecode_cache  # noqa: E402  (perf/: .pyc files as a user has them)
 
 BIN = Path(sys.executable).parent  # kit and python of the venv this script runs in
 
@@ -160,6 +161,7 @@ def check_outputs(out: Path, problems: int, seeds: int) -> None:
 
 
 def main() -> None:
+    bytecode_cache.enable()
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--server", choices=["stub", "vllm"], default="vllm")
     ap.add_argument("--problems", type=int, default=500)

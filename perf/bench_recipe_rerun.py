@@ -24,6 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import bytecode_cache  # perf/: .pyc files as a user has them
+
 KIT = Path(sys.executable).parent / "kit"
 # runs kit's CLI and prints the process's read bytes at exit (the CLI ends with SystemExit)
 READS = (
@@ -90,6 +92,7 @@ def timed(argv: list[str], env: dict, expect: str) -> tuple[float, int]:
 
 
 def main() -> None:
+    bytecode_cache.enable()
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--big_mib", type=int, default=1024)

@@ -500,6 +500,16 @@ def service_group(item) -> str | None:
     return "models" if uses_shared_vllm(item) else None
 
 
+def pytest_sessionstart(session):
+    """kit's .pyc files, written once before the workers start: under a harness that sets PYTHONDONTWRITEBYTECODE
+    (CI's shell here does) every `kit` process of the tests would compile its modules again (+0.15 s of CPU each;
+    tests/test_user_errors.py took 23 % less CPU with them)."""
+    if not hasattr(session.config, "workerinput"):  # the xdist controller, or a run without xdist
+        import compileall
+
+        compileall.compile_dir(REPO_ROOT / "pipeline_kit", quiet=1)
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(config, items):
     """Each test of a service goes to its service's xdist group; the tests of the shared vLLM server run one after
