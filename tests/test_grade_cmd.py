@@ -121,9 +121,12 @@ def test_killed_run_leaves_the_file_as_it_was_and_its_workers_exit(tmp_path: Pat
     before = out.read_bytes()
     argv = [sys.executable, "-m", "pipeline_kit.grading.grade", str(out), "--workers", "2", "--timeout", "2"]
     proc = subprocess.Popen(argv, stderr=subprocess.PIPE)
-    time.sleep(3)
+    children: list[str] = []
+    deadline = time.monotonic() + 60  # its workers start once it has imported the grader: seconds on a loaded machine
+    while len(children) < 2 and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+        children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
     assert proc.poll() is None, "grading ended before it could be killed"
-    children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
     assert len(children) == 2, children
     proc.kill()  # the parent only: its workers must notice and exit by themselves
     proc.wait()
