@@ -222,6 +222,26 @@ def stub_server_type(folder: Path, request_log: Path) -> dict[str, str]:
 # ---- a stub OpenAI-compatible server that logs every request (tests/stub_openai_server.py), and JSONL helpers
 
 
+SLURM_ACTIVE = {"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING"}
+
+
+def sacct(job_ids: list[str], fields: str, timeout: float = 30) -> list[dict[str, str]]:
+    """sacct's rows (-X: a job, an array element or a het component each) of `job_ids`, as {field: value} with JobID,
+    State and End besides `fields`. Read again until every id has a row and every row has ended: slurmdbd records
+    a job a moment after slurmctld ends it (seconds on a loaded machine), and a test that read it once could fail."""
+    names = ["JobID", "State", "End", *(f for f in fields.split(",") if f not in ("JobID", "State", "End"))]
+    argv = ["sacct", "-n", "-P", "-X", "-j", ",".join(job_ids), "-o", ",".join(names)]
+    deadline = time.monotonic() + timeout
+    while True:
+        out = subprocess.run(argv, capture_output=True, text=True, check=True, env={**os.environ, **SERVICES}).stdout
+        rows = [dict(zip(names, line.split("|"), strict=True)) for line in out.splitlines() if line.strip()]
+        seen = {re.split(r"[_+]", row["JobID"])[0] for row in rows}
+        ended = all(row["State"].split()[0] not in SLURM_ACTIVE and row["End"] != "Unknown" for row in rows)
+        if (seen >= set(job_ids) and ended) or time.monotonic() > deadline:
+            return rows
+        time.sleep(0.5)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 
 import pytest
-from conftest import SERVICES, need, rows
+from conftest import SERVICES, need, rows, sacct
 
 # a second benchmark, defined as a user would (--extra_datasets): ten additions with a carry, made here
 SUMS = '''"""Ten two-term additions with a carry, made here."""
@@ -119,13 +118,10 @@ def test_eval_on_slurm_summarizes_after_the_generation_array(kit, configs, bench
     check_results(out, res.stdout)
     ids = dict(re.findall(r"job (\S+) SUCCEEDED \(slurm job (\d+)\)", res.stdout))
     assert set(ids) == {"ev", "ev-summarize"}, res.stdout
-    sacct = subprocess.run(
-        ["sacct", "-n", "-P", "-X", "-j", f"{ids['ev']},{ids['ev-summarize']}", "-o", "JobID,Start,End"],
-        capture_output=True, text=True,
-    ).stdout.split()  # fmt: skip
-    ends = [line.split("|")[2] for line in sacct if line.startswith(f"{ids['ev']}_")]
-    start = next(line.split("|")[1] for line in sacct if line.startswith(f"{ids['ev-summarize']}|"))
-    assert len(ends) == 2 and all(start >= end for end in ends), sacct  # after both array elements
+    jobs = sacct([ids["ev"], ids["ev-summarize"]], "Start")
+    ends = [row["End"] for row in jobs if row["JobID"].startswith(f"{ids['ev']}_")]
+    start = next(row["Start"] for row in jobs if row["JobID"] == ids["ev-summarize"])
+    assert len(ends) == 2 and all(start >= end for end in ends), jobs  # after both array elements
 
 
 @pytest.mark.parametrize(

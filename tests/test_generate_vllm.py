@@ -21,6 +21,7 @@ from conftest import (
     cluster_yaml,
     need,
     rows,
+    sacct,
     samples_on_disk,
 )
 from foreground_server import ForegroundServer
@@ -103,11 +104,9 @@ def test_auto_packing_on_slurm_measures_packs_and_resumes_exactly(kit, configs, 
     res, _ = generate(kit, [*cluster, "--expname=measuring", "--wait"], tmp_path / "m", 16, *server, slow)
     assert res.returncode == 0, res.stdout + res.stderr
     slurm_id = re.search(r"slurm job (\d+)", res.stdout)[1]
-    sacct = subprocess.run(
-        ["sacct", "-n", "-P", "-X", "-j", slurm_id, "-o", "JobID,Partition,State"], capture_output=True, text=True
-    ).stdout.split()
-    assert {line.split("|")[0] for line in sacct} == {f"{slurm_id}+0", f"{slurm_id}+1"}, sacct  # one het job
-    assert f"{slurm_id}+1|cpu|COMPLETED" in sacct, sacct
+    parts = {row["JobID"]: row for row in sacct([slurm_id], "Partition")}
+    assert set(parts) == {f"{slurm_id}+0", f"{slurm_id}+1"}, parts  # one het job
+    assert (parts[f"{slurm_id}+1"]["Partition"], parts[f"{slurm_id}+1"]["State"]) == ("cpu", "COMPLETED"), parts
     measured = kit("status", *cluster, "measuring", "--verbose").stdout
     assert re.search(r"start-up \d+\.\d s, queue wait \d+\.\d s", measured), measured
     assert re.search(r"greedy: 16 samples, \d+ tokens", measured), measured

@@ -5,13 +5,12 @@ the local Slurm."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import time
 from pathlib import Path
 
 import pytest
-from conftest import SERVICES, TRAIN_ENV, additions, need, plan_lines, slurm_train_config
+from conftest import SERVICES, TRAIN_ENV, additions, need, plan_lines, sacct, slurm_train_config
 
 from pipeline_kit.recipes import RECIPES
 
@@ -292,13 +291,13 @@ def test_aimo_on_the_local_slurm(kit, configs, tmp_path):
 
 
 def sacct_times(ids: list[str]) -> dict[str, tuple[str, str]]:
-    """{job id: (Start, End)} from sacct (ISO times compare as strings)."""
-    import subprocess
-
-    out = subprocess.run(["sacct", "-n", "-P", "-X", "-j", ",".join(ids), "-o", "JobID,Start,End"],
-                         capture_output=True, text=True, check=True, env={**os.environ, **SERVICES}).stdout  # fmt: skip
-    rows = [line.split("|") for line in out.splitlines() if line.strip()]
-    return {r[0].split("+")[0]: (r[1], r[2]) for r in rows if "+" not in r[0] or r[0].endswith("+0")}
+    """{job id: (Start, End)} from sacct (ISO times compare as strings); a het job's by its first component."""
+    rows = sacct(ids, "Start")
+    return {
+        r["JobID"].split("+")[0]: (r["Start"], r["End"])
+        for r in rows
+        if r["JobID"].endswith("+0") or "+" not in r["JobID"]
+    }
 
 
 def required_flags(recipe: str, tmp_path: Path) -> list[str]:

@@ -11,11 +11,10 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 import urllib.request
 
 import pytest
-from conftest import BIN, SERVICES, need, problems, rows
+from conftest import BIN, SERVICES, need, problems, rows, sacct
 from sandbox_server import REPO_ROOT
 
 # a run_cmd command: call the job's sandbox at $KIT_SANDBOX_ADDRESS and write the answer to a file
@@ -186,15 +185,11 @@ def test_tir_generation_with_the_sandbox_as_its_own_het_component(kit, configs, 
     for r in rows(out / "output.jsonl"):
         assert r["generation"].endswith(f"\\boxed{{{3 * r['id']}}}.") and r["code_rounds_executed"] == 1
     slurm_id = re.search(r"slurm job (\d+)", res.stdout)[1]
-    time.sleep(1)
-    sacct = subprocess.run(
-        ["sacct", "-n", "-P", "-X", "-j", slurm_id, "-o", "JobID,Partition,NodeList"], capture_output=True, text=True
-    ).stdout.split()
     # client and sandbox: two components of one heterogeneous job on different nodes, the sandbox in the cpu partition
-    parts = {line.split("|")[0]: line.split("|")[1:] for line in sacct}
-    assert set(parts) == {f"{slurm_id}+0", f"{slurm_id}+1"}, sacct
-    assert parts[f"{slurm_id}+1"][0] == "cpu"
-    assert parts[f"{slurm_id}+0"][1] != parts[f"{slurm_id}+1"][1]
+    parts = {row["JobID"]: row for row in sacct([slurm_id], "Partition,NodeList")}
+    assert set(parts) == {f"{slurm_id}+0", f"{slurm_id}+1"}, parts
+    assert parts[f"{slurm_id}+1"]["Partition"] == "cpu"
+    assert parts[f"{slurm_id}+0"]["NodeList"] != parts[f"{slurm_id}+1"]["NodeList"]
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,15 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import SERVICES, TRAIN_ENV, additions, kill_after_first_checkpoint, need, slurm_train_config
+from conftest import (
+    SERVICES,
+    TRAIN_ENV,
+    additions,
+    kill_after_first_checkpoint,
+    need,
+    sacct,
+    slurm_train_config,
+)
 
 SFT_FLAGS = ["++learning_rate=2e-3", "++lr_scheduler=constant_with_warmup", "++warmup_ratio=0.1", "++micro_batch_size=32",
              "++max_length=128"]  # fmt: skip
@@ -375,11 +383,9 @@ def test_sft_on_slurm_saves_on_the_signal_and_the_next_job_resumes(kit, configs,
     assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-2000:]
     evals = dict(re.findall(r"job (\S+) \S+ \(slurm job (\d+)\)", res.stdout))
     ids = {**{f"chain-{k}": v for k, v in chain.items()}, **{f"finish-{k}": v for k, v in finish.items()}, **evals}
-    sacct = subprocess.run(["sacct", "-n", "-P", "-X", "-j", ",".join(ids.values()), "-o", "JobID,State,Start,End"],
-                           capture_output=True, text=True).stdout  # fmt: skip
     by_id: dict[str, list[str]] = {}  # a het job's components (ID+0, ID+1) share its id: the first one's row
-    for job_id, *rest in sorted(line.split("|") for line in sacct.split()):
-        by_id.setdefault(job_id.split("+")[0], rest)
+    for row in sorted(sacct(list(ids.values()), "Start"), key=lambda row: row["JobID"]):
+        by_id.setdefault(row["JobID"].split("+")[0], [row["State"], row["Start"], row["End"]])
     rows = {name: by_id[job_id] for name, job_id in ids.items()}
     states = {name: row[0] for name, row in rows.items()}
     assert states["chain-wt"] == states["chain-wt-dep1"] == "TIMEOUT", (states, first[-2000:], second[-2000:])
