@@ -93,6 +93,14 @@ def machine_cpu() -> tuple[float, float]:
     return (user + nice + system + irq + softirq) / tick, (idle + iowait) / tick
 
 
+def measured_load(url: str, n: int, concurrency: int, stateful: bool) -> tuple[float, list[float], float, float]:
+    """`load`, with the machine's busy and idle CPU seconds (`machine_cpu`) over it."""
+    before = machine_cpu()
+    wall, latencies = asyncio.run(load(url, n, concurrency, stateful))
+    busy, idle = (after - start for after, start in zip(machine_cpu(), before, strict=True))
+    return wall, latencies, busy, idle
+
+
 def worker_latency(setting: str, n: int) -> float:
     """Median ms of one `print(1+1)` handed straight to one worker (no HTTP), one after another: the cost of
     the isolation set-up itself, with the server's request handling taken out."""
@@ -146,9 +154,7 @@ def interleaved(settings: list[str], args: argparse.Namespace) -> dict[str, dict
         passes = args.requests * args.rounds // args.batch
         for p in range(passes):
             for s in settings if p % 2 == 0 else settings[::-1]:
-                before = machine_cpu()
-                wall, _ = asyncio.run(load(f"http://127.0.0.1:{ports[s]}", args.batch, args.concurrency, False))
-                busy, idle = (a - b for a, b in zip(machine_cpu(), before, strict=True))
+                wall, _, busy, idle = measured_load(f"http://127.0.0.1:{ports[s]}", args.batch, args.concurrency, False)
                 t = totals[s]
                 t["wall"], t["busy"], t["idle"] = t["wall"] + wall, t["busy"] + busy, t["idle"] + idle
     finally:
@@ -187,9 +193,7 @@ def measure(setting: str, args: argparse.Namespace, port: int) -> dict:
         asyncio.run(load(url, 50, args.concurrency, False))
         out = {}
         for mode in ("stateless", "stateful"):
-            busy, idle = machine_cpu()
-            wall, lat = asyncio.run(load(url, args.requests, args.concurrency, mode == "stateful"))
-            busy, idle = (after - before for after, before in zip(machine_cpu(), (busy, idle), strict=True))
+            wall, lat, busy, idle = measured_load(url, args.requests, args.concurrency, mode == "stateful")
             lat.sort()
             out[mode] = {
                 "cpu_ms": busy / args.requests * 1000,

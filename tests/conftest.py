@@ -219,16 +219,14 @@ def stub_server_type(folder: Path, request_log: Path) -> dict[str, str]:
     return {"PYTHONPATH": f"{folder}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
 
 
-# ---- a stub OpenAI-compatible server that logs every request (tests/stub_openai_server.py), and JSONL helpers
-
-
 SLURM_ACTIVE = {"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING"}
 
 
-def sacct(job_ids: list[str], fields: str, timeout: float = 30) -> list[dict[str, str]]:
+def sacct(job_ids: list[str], fields: str, until=None, timeout: float = 30) -> list[dict[str, str]]:
     """sacct's rows (-X: a job, an array element or a het component each) of `job_ids`, as {field: value} with JobID,
-    State and End besides `fields`. Read again until every id has a row and every row has ended: slurmdbd records
-    a job a moment after slurmctld ends it (seconds on a loaded machine), and a test that read it once could fail."""
+    State and End besides `fields`. Read again until every id has a row, every row has ended and `until(rows)` (if
+    given) holds: slurmdbd records a job a moment after slurmctld ends it (seconds on a loaded machine), and a test
+    that read it once could fail."""
     names = ["JobID", "State", "End", *(f for f in fields.split(",") if f not in ("JobID", "State", "End"))]
     argv = ["sacct", "-n", "-P", "-X", "-j", ",".join(job_ids), "-o", ",".join(names)]
     deadline = time.monotonic() + timeout
@@ -237,9 +235,12 @@ def sacct(job_ids: list[str], fields: str, timeout: float = 30) -> list[dict[str
         rows = [dict(zip(names, line.split("|"), strict=True)) for line in out.splitlines() if line.strip()]
         seen = {re.split(r"[_+]", row["JobID"])[0] for row in rows}
         ended = all(row["State"].split()[0] not in SLURM_ACTIVE and row["End"] != "Unknown" for row in rows)
-        if (seen >= set(job_ids) and ended) or time.monotonic() > deadline:
+        if (seen >= set(job_ids) and ended and (until is None or until(rows))) or time.monotonic() > deadline:
             return rows
         time.sleep(0.5)
+
+
+# ---- a stub OpenAI-compatible server that logs every request (tests/stub_openai_server.py), and JSONL helpers
 
 
 def free_port() -> int:

@@ -11,7 +11,7 @@ import textwrap
 import time
 
 import pytest
-from conftest import SERVICES, git, need
+from conftest import SERVICES, git, need, sacct
 
 pytestmark = pytest.mark.slurm
 
@@ -253,11 +253,9 @@ def test_job_names_without_prefix_or_account_are_the_plain_names(kit, configs):
     res = kit("run_cmd", "--cluster=bare", f"--config_dir={d}", "--expname=plain", "--wait", "--command=echo hi")
     assert res.returncode == 0, res.stdout + res.stderr
     slurm_id = re.search(r"slurm job (\d+)", res.stdout)[1]
-    argv = ["sacct", "-n", "-P", "-X", "-j", slurm_id, "-o", "JobName,Account"]
-    deadline = time.time() + 30
-    while True:  # slurmdbd may still hold the job as `allocation` for a moment
-        row = subprocess.run(argv, capture_output=True, text=True, env={**os.environ, **SERVICES}).stdout.strip()
-        if row == "plain|root" or time.time() > deadline:
-            break
-        time.sleep(0.5)
-    assert row == "plain|root"  # the user's default account
+    # slurmdbd may still hold the job as `allocation` for a moment
+    names = [
+        (r["JobName"], r["Account"])
+        for r in sacct([slurm_id], "JobName,Account", until=lambda rows: rows[0]["JobName"] != "allocation")
+    ]
+    assert names == [("plain", "root")]  # the user's default account
