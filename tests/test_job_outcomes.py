@@ -148,9 +148,10 @@ def test_a_command_that_ends_while_wait_n_is_between_children_ends_the_job(tmp_p
         assert "command 'client' failed with exit code 3" in (logs / "j" / "kit.log").read_text()
 
 
-# bash's `wait PID` blocking for good on a command that has ended (its status lost; seen once in a full run: the
-# script sat in wait_for_single_pid with the command gone and only the ticker left). The fake makes every
-# `wait -n` answer nothing and a single-pid `wait` for the command block (interruptibly, as bash's does).
+# bash's `wait PID` blocking for good on a command that has ended (its status lost; seen twice in full runs: the
+# script sat in wait_for_single_pid with the command gone and only the ticker left, and a trainer that had saved its
+# final model counted as failed). The fake makes every `wait -n` answer nothing and a single-pid `wait` for the
+# command block (interruptibly, as bash's does).
 LOST_HARNESS = r"""
 {prelude}
 wait() {{
@@ -161,18 +162,34 @@ wait() {{
   builtin wait "$@"
 }}
 export KIT_LOG_DIR="$1" KIT_JOB=j; mkdir -p "$1"
-kit_start work 0 "exit 0"
+kit_start work 0 "$2"
 echo "${{kit_pids[0]}}" > "$KIT_LOG_DIR/work.pid"
 kit_wait; echo "rc=$?"
 """
 
 
-def test_a_command_whose_exit_status_bash_lost_fails_the_job_instead_of_hanging(tmp_path):
-    """kit_wait gives up on a `wait PID` the ticker keeps cutting short while the command is gone: the job ends
-    (no hang; the 120-s timeout only guards against one) with a failure and a note, never with success."""
+@pytest.mark.parametrize("code", [0, 3])
+def test_a_command_whose_exit_status_bash_lost_ends_the_job_with_the_status_it_wrote(tmp_path, code):
+    """The command's own shell wrote its exit status to a file: kit_wait takes it from there (no hang; the 120-s
+    timeout only guards against one), so a command that succeeded is a success and one that failed a failure; the
+    status files go when the commands are done."""
     script = tmp_path / "harness.sh"
     script.write_text(LOST_HARNESS.format(prelude=PRELUDE))
-    proc = subprocess.run(["bash", str(script), str(tmp_path / "logs")], capture_output=True, text=True, timeout=120)
+    logs = tmp_path / "logs"
+    proc = subprocess.run(["bash", str(script), str(logs), f"exit {code}"], capture_output=True, text=True, timeout=120)
+    assert proc.stdout.strip().endswith(f"rc={code}"), proc.stdout + proc.stderr
+    assert not list(logs.glob(".*exit-status")), list(logs.iterdir())
+
+
+def test_a_command_whose_exit_status_bash_lost_and_that_wrote_none_fails_the_job_instead_of_hanging(tmp_path):
+    """Killed before its shell could write its status (here it kills that shell): after the ticker has cut the
+    `wait PID` short ten times with the command gone, the job ends with a failure and a note, never with success."""
+    script = tmp_path / "harness.sh"
+    script.write_text(LOST_HARNESS.format(prelude=PRELUDE))
+    logs = tmp_path / "logs"
+    proc = subprocess.run(
+        ["bash", str(script), str(logs), "kill -KILL $PPID"], capture_output=True, text=True, timeout=120
+    )
     assert proc.stdout.strip().endswith("rc=1"), proc.stdout + proc.stderr
-    note = (tmp_path / "logs" / "j" / "kit.log").read_text()
-    assert "the exit status of 'work' was lost" in note, note
+    note = (logs / "j" / "kit.log").read_text()
+    assert "the exit status of 'work' was lost (bash's wait) and it wrote none" in note, note

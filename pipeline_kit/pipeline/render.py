@@ -23,16 +23,21 @@ HET_HOST_VAR = "het_group_host"  # nemo-run's name for the first host of het gro
 # it (the trainer saves a checkpoint) and kills nothing else (bash, tee, a server).
 PRELUDE = r"""set -o pipefail
 trap '' USR1
-kit_pids=(); declare -A kit_name=() kit_service=() kit_log_writer=(); kit_ticker=; kit_woke=0
+kit_pids=(); declare -A kit_name=() kit_service=() kit_log_writer=() kit_status_file=(); kit_ticker=; kit_woke=0
 kit_start() {  # NAME SERVICE(0|1) COMMAND
-  local log="$KIT_LOG_DIR/${KIT_LOG_PREFIX:-}$1.log" fd
+  local log="$KIT_LOG_DIR/${KIT_LOG_PREFIX:-}$1.log" fd status
   # the log's writer (tee) is this shell's own child, so kit_wait can let it write a command's last lines before
   # reading the cause from the log; it outlives a stop signal (it ends when the command closes its output), so a
   # stopped command's last lines (a trainer saving) still reach the log instead of dying on a broken pipe
   exec {fd}> >(trap '' INT TERM; exec tee -a "$log")
   local writer=$!
-  setsid -w bash -c "$3" >&"$fd" 2>&1 </dev/null {fd}>&- &
-  kit_name[$!]=$1; kit_service[$!]=$2; kit_pids+=($!); kit_log_writer[$!]=$writer
+  # the command's own shell writes its exit status to a hidden file beside its log (bash's `wait` has lost one under
+  # load); that shell outlives a stop signal until the command ends, so the command's whole tree is stopped and
+  # waited for as before
+  status="$KIT_LOG_DIR/${KIT_LOG_PREFIX:-}.$1.exit-status"; rm -f "$status"
+  setsid -w bash -c 'trap : TERM; bash -c "$1"; r=$?; echo "$r" > "$2.tmp" && mv -f "$2.tmp" "$2"; exit "$r"' \
+    kit-command "$3" "$status" >&"$fd" 2>&1 </dev/null {fd}>&- &
+  kit_name[$!]=$1; kit_service[$!]=$2; kit_pids+=($!); kit_log_writer[$!]=$writer; kit_status_file[$!]=$status
   exec {fd}>&-
 }
 kit_free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("", 0)); print(s.getsockname()[1])'; }
@@ -73,18 +78,24 @@ kit_wait() {
   kit_stop; kit_stop_ticker
   for p in "${kit_pids[@]}"; do kill -0 "$p" 2>/dev/null && wait "$p" 2>/dev/null; done  # a gone one: no `wait` to block
   kit_logs_written "${kit_pids[@]}"
-  kit_pids=(); kit_name=(); kit_service=(); kit_log_writer=()
+  kit_forget
   return $rc
 }
+kit_forget() {  # the ended commands' records and status files
+  local p; for p in "${kit_pids[@]}"; do rm -f "${kit_status_file[$p]}"; done
+  kit_pids=(); kit_name=(); kit_service=(); kit_log_writer=(); kit_status_file=()
+}
 kit_exit_code() {  # PID of an ended command: its exit code (asked again when the ticker's signal cut `wait` short).
-  # bash may have lost it (its `wait PID` then blocks for good, seen once under load): after 10 cuts with the process
-  # gone, the command counts as failed, never as a success, and the job ends instead of hanging
-  local r cuts=0
+  # bash may have lost it (its `wait PID` then blocks for good; seen twice under load), so a command that is gone
+  # answers from the status file its shell wrote; one gone without it (killed before it could write) counts as failed
+  # after 10 cuts, never as a success, and the job ends instead of hanging
+  local r cuts=0 status=${kit_status_file[$1]}
   while :; do
+    if ! kill -0 "$1" 2>/dev/null && [ -s "$status" ]; then r=$(<"$status"); return "$r"; fi
     kit_woke=0; wait "$1"; r=$?
     [ "$kit_woke" = 1 ] || return $r
     if kill -0 "$1" 2>/dev/null; then cuts=0; else cuts=$((cuts + 1)); fi
-    [ "$cuts" -lt 10 ] || { kit_note "kit: the exit status of '${kit_name[$1]}' was lost (bash's wait); counted as failed"; return 1; }
+    [ "$cuts" -lt 10 ] || { kit_note "kit: the exit status of '${kit_name[$1]}' was lost (bash's wait) and it wrote none; counted as failed"; return 1; }
   done
 }
 kit_stop_ticker() {  # a stray tick after this is ignored (WINCH's default), so it cuts no later `wait` short
@@ -107,7 +118,7 @@ kit_record() {  # on none/local, the job's outcome for `kit status`: an exit cod
   [ -z "${KIT_RC_FILE:-}" ] || { echo "$1" > "$KIT_RC_FILE.tmp" && mv -f "$KIT_RC_FILE.tmp" "$KIT_RC_FILE"; }
 }
 kit_cancel() {  # a cancelled job stops what it started (and on none/local records that it was cancelled)
-  kit_stop; kit_stop_ticker; kit_reap; kit_record CANCELLED
+  kit_stop; kit_stop_ticker; kit_reap; kit_forget; kit_record CANCELLED
   exit "$1"
 }
 kit_reap() {  # give the stopped commands KIT_STOP_GRACE seconds [30] to end (a trainer saves), then kill the rest
