@@ -153,8 +153,8 @@ def test_without_tir_data_the_recipe_generates_it_with_the_sandbox_and_filters_i
 def test_aimo_makes_its_tir_data_with_the_sandbox_trains_on_it_and_evaluates_with_code(kit, tmp_path):
     """The whole chain on none: the CoT SFT (here on TIR-formatted additions, so that the tiny model writes code)
     -> TIR generation whose code the real sandbox runs -> the filter's counts -> TIR SFT on the kept records ->
-    GRPO -> eval with the sandbox and code execution; a rerun submits nothing and a changed stage reruns it and the
-    ones after it."""
+    GRPO -> eval with the sandbox and code execution; a rerun submits nothing, and a changed stage is planned to rerun
+    with the ones after it."""
     need("KIT_TEST_TINY_MODEL", "the tiny model (tests/services/models_up.sh)")
     data_dir = tmp_path / "data"
     assert kit("prepare_data", "arith", f"--data_dir={data_dir}").returncode == 0
@@ -165,7 +165,7 @@ def test_aimo_makes_its_tir_data_with_the_sandbox_trains_on_it_and_evaluates_wit
             f"--data_dir={data_dir}", f"--cot_data={tir_format_data(tmp_path / 'cot.jsonl')}", f"--rl_data={rl}",
             f"--tir_problems={tir_problems(tmp_path / 'problems.jsonl')}", "--tir_samples=1", "--tir_temperature=0",
             "--tir_generate_args=++inference.tokens_to_generate=48 ++max_concurrent_requests=8",
-            "--sft_args=++max_steps=150 ++learning_rate=3e-3 ++lr_scheduler=constant ++micro_batch_size=16 "
+            "--sft_args=++max_steps=110 ++learning_rate=5e-3 ++lr_scheduler=constant ++micro_batch_size=16 "
             "++max_length=192 ++logging_steps=10 ++prompt_config=aimo/tir",
             "--tir_sft_args=++max_steps=2 ++micro_batch_size=4 ++learning_rate=1e-5", "--eval_with_sandbox",
             "--grpo_args=++max_steps=1 ++num_generations=2 ++micro_batch_size=2 ++max_completion_length=8",
@@ -215,13 +215,12 @@ def test_aimo_makes_its_tir_data_with_the_sandbox_trains_on_it_and_evaluates_wit
     assert plan_lines(res.stderr, "aimo") == dict.fromkeys(keys, "skip")
     assert "every stage is done with the same settings; nothing to submit" in res.stderr and "job" not in res.stdout
 
+    # GRPO changed: it and eval rerun, the stages before are kept (a changed stage's real rerun, its output replaced,
+    # is test_recipe_metamath's and test_recipe_magpie's, on cheaper stages)
     changed = [a.replace("++max_steps=1", "++max_steps=2") if a.startswith("--grpo_args") else a for a in args]
-    res = kit(*changed, env=env, timeout=600)  # GRPO changed: it and eval rerun, the stages before are kept
-    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]
+    res = kit(*changed, "--dry_run", env=env)
+    assert res.returncode == 0, res.stderr
     assert plan_lines(res.stderr, "aimo") == {**dict.fromkeys(stages[:4], "skip"), "grpo": "rerun", "eval": "rerun"}
-    assert (out / "grpo" / "checkpoint-2").is_dir()
-    now = {s: json.loads((out / s / ".stage.done").read_text())["key"] for s in keys}
-    assert [s for s in keys if now[s] != keys[s]] == ["grpo", "eval"]
 
     problems = tmp_path / "problems.jsonl"  # new TIR problems: the generation and everything after it rerun
     problems.write_text(problems.read_text().replace('"What is 0+1?"', '"What is 1+0?"'))

@@ -190,9 +190,9 @@ def test_grpo_with_a_vllm_server_is_a_het_job(kit, configs):
 
 @pytest.mark.models
 def test_sft_on_none_learns_and_kit_eval_scores_higher(kit, tmp_path):
-    """Generation-style outputs → kit prepare_sft_data → kit sft (400 steps from random weights; 50 steps learn the \\boxed{} format but
-    not yet the sums: 22% on arith) → kit eval on
-    arith before (the untrained model) and after (<output_dir>/final)."""
+    """Generation-style outputs → kit prepare_sft_data → kit sft (250 steps from random weights at 3e-3: 64% on arith,
+    where 400 at 2e-3 gave 74% in 40% more time; 50 steps learn the \\boxed{} format but not yet the sums: 22%) →
+    kit eval on arith before (the untrained model) and after (<output_dir>/final)."""
     base = tiny_init()
     gen = tmp_path / "gen"
     gen.mkdir()
@@ -203,12 +203,13 @@ def test_sft_on_none_learns_and_kit_eval_scores_higher(kit, tmp_path):
     out = tmp_path / "sft"
     t0 = time.time()
     res = kit("sft", "--expname=sft", f"--model={base}", f"--training_data={data}", f"--output_dir={out}",
-              "++max_steps=400", "++save_steps=200", "++logging_steps=10", *SFT_FLAGS, env=TRAIN_ENV, timeout=600)  # fmt: skip
+              "++max_steps=250", "++save_steps=125", "++logging_steps=10", *SFT_FLAGS[1:], "++learning_rate=3e-3",
+              env=TRAIN_ENV, timeout=600)  # fmt: skip
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]
-    print(f"kit sft, 400 steps: {time.time() - t0:.1f}s")
+    print(f"kit sft, 250 steps: {time.time() - t0:.1f}s")
     losses = loss_history(out)
     assert losses[-1] < 0.5 * losses[0], losses
-    assert (out / "checkpoint-400" / "kit-complete").is_file() and list((out / "tensorboard").rglob("events.*"))
+    assert (out / "checkpoint-250" / "kit-complete").is_file() and list((out / "tensorboard").rglob("events.*"))
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     model = AutoModelForCausalLM.from_pretrained(out / "final")
