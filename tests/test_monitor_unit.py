@@ -80,6 +80,8 @@ def test_several_slurm_arrays_make_one_job():
     ids, offsets = ("100", "200"), (0, 1000)
     rows = {"100_[0-999]": "CANCELLED", "200_[0-499]": "CANCELLED"}
     assert status(rows, 1500, ids, offsets).state == "CANCELLED"
+    # the first array recorded before the second (seen in a full run, 10,000 units held with --begin): still pending
+    assert status({"100_[0-999]": "PENDING"}, 1500, ids, offsets).state == "PENDING"
     rows = {**{f"100_{i}": "SUCCEEDED" for i in range(1000)}, "200_[0-499]": "PENDING"}
     assert status(rows, 1500, ids, offsets).state == "PENDING"
     rows = {**{f"100_{i}": "SUCCEEDED" for i in range(1000)}, **{f"200_{i}": "SUCCEEDED" for i in range(499)}}

@@ -90,8 +90,9 @@ def slurm_status(cluster: ClusterConfig, job: JobRecord, rows: dict[str, str]) -
                     target[offset + i] = state
         units = {**ranged, **own}  # an element's own row wins over a range that still lists it
         states = list(units.values())
-        if len(units) < job.array_size:  # accounting lags behind: units not listed yet are still to come
-            states.append("PENDING" if not units and all(v == "PENDING" for v in other) else "RUNNING")
+        if len(units) < job.array_size:  # accounting lags behind: units not listed yet are still to come; while
+            # every row listed is pending (one array of a split submission recorded before the next), so is the job
+            states.append("PENDING" if all(v == "PENDING" for v in (*states, *other)) else "RUNNING")
         # the units that ran and did not succeed (a bracket row's units never started: CANCELLED there is not listed)
         failed = {i: describe(v) for i, v in units.items() if v == "FAILED" or (v == "CANCELLED" and i in own)}
         reasons = [f"unit {i}: {describe(v)}" for i, v in sorted(units.items()) if isinstance(v, SlurmFailure)]
