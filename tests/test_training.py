@@ -203,7 +203,7 @@ def test_sft_on_none_learns_and_kit_eval_scores_higher(kit, tmp_path):
     out = tmp_path / "sft"
     t0 = time.time()
     res = kit("sft", "--expname=sft", f"--model={base}", f"--training_data={data}", f"--output_dir={out}",
-              "++max_steps=250", "++save_steps=125", "++logging_steps=10", *SFT_FLAGS[1:], "++learning_rate=3e-3",
+              "++max_steps=250", "++save_steps=125", "++logging_steps=10", *SFT_FLAGS, "++learning_rate=3e-3",
               env=TRAIN_ENV, timeout=600)  # fmt: skip
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]
     print(f"kit sft, 250 steps: {time.time() - t0:.1f}s")
