@@ -26,7 +26,7 @@ from pathlib import Path
 ACCT_V3 = struct.Struct("<BBHIIIIIIf8H16s")
 KINDS = [
     (r"pipeline_kit[./]training|\btrl\b", "trainer"),
-    (r"pipeline_kit[./]inference[./]generate|generate_forkserver", "generation client"),
+    (r"pipeline_kit[./]inference[./]generate|client_forkserver", "generation client"),
     (r"vllm\.entrypoints|VLLM::|venv-vllm/bin/python -c from multiprocessing", "vLLM server"),
     (r"pipeline_kit[./]servers", "kit's transformers/reward servers"),
     (r"pipeline_kit[./]sandbox|sandbox_server", "sandbox"),
@@ -70,7 +70,7 @@ def kind_of(text: str) -> str | None:
     return None
 
 
-def report(pacct: Path, pids: Path) -> None:
+def report(pacct: Path, pids: Path, only_kind: str | None = None, rows: int = 20) -> None:
     boot = next(int(line.split()[1]) for line in open("/proc/stat") if line.startswith("btime"))
     seen = collections.defaultdict(list)  # pid -> [(start, ppid, cmdline)]
     for line in pids.read_text(errors="replace").splitlines():
@@ -83,6 +83,7 @@ def report(pacct: Path, pids: Path) -> None:
         return min(found, key=lambda s: abs(s[0] - at)) if found else None
 
     by_kind, count, by_test = collections.Counter(), collections.Counter(), collections.Counter()
+    tests_count = collections.Counter()
     data = pacct.read_bytes()
     for i in range(0, len(data) - ACCT_V3.size + 1, ACCT_V3.size):
         rec = ACCT_V3.unpack_from(data, i)
@@ -103,14 +104,16 @@ def report(pacct: Path, pids: Path) -> None:
         kind = kind or "other: " + comm.split(b"\0")[0].decode(errors="replace")
         by_kind[kind] += cpu
         count[kind] += 1
-        by_test[test[1] if test else "(no test folder)"] += cpu
+        if only_kind is None or kind == only_kind:
+            by_test[test[1] if test else "(no test folder)"] += cpu
+            tests_count[test[1] if test else "(no test folder)"] += 1
     total = sum(by_kind.values())
     print(f"{sum(count.values())} processes, {total / 60:.1f} CPU-min")
     for kind, cpu in by_kind.most_common(25):
         print(f"{cpu / 60:7.2f} CPU-min {100 * cpu / total:5.1f}% {count[kind]:7d} processes  {kind}")
-    print("by test (its tmp_path folder):")
-    for test, cpu in by_test.most_common(20):
-        print(f"{cpu / 60:7.2f} CPU-min  {test}")
+    print(f"by test (its tmp_path folder){f', {only_kind} only' if only_kind else ''}:")
+    for test, cpu in by_test.most_common(rows):
+        print(f"{cpu / 60:7.2f} CPU-min {tests_count[test]:7d} processes  {test}")
 
 
 def main() -> None:
@@ -122,11 +125,13 @@ def main() -> None:
     r = sub.add_parser("report", help="CPU by kind and by test")
     r.add_argument("pacct", type=Path)
     r.add_argument("pids", type=Path)
+    r.add_argument("--kind", help="count only processes of this kind in the by-test table (e.g. 'generation client')")
+    r.add_argument("--rows", type=int, default=20, help="rows of the by-test table")
     args = parser.parse_args()
     if args.what == "sample":
         sample(args.out, args.interval)
     else:
-        report(args.pacct, args.pids)
+        report(args.pacct, args.pids, args.kind, args.rows)
 
 
 if __name__ == "__main__":

@@ -282,20 +282,18 @@ def stub(tmp_path):
         s.stop()
 
 
-_FORKSERVER = []
+def client_python() -> str:
+    """The Python that runs the generation client in the tests' jobs: the pre-imported client's shim
+    (tests/client_forkserver.py, set up by pytest_sessionstart), or this Python under KIT_TEST_REAL_CLIENT=1. Cluster
+    configs of jobs in containers name sys.executable instead (the shim and its server live on this host)."""
+    return os.environ.get("KIT_CLIENT_PYTHON", sys.executable)
 
 
 def generate(*overrides: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    """The generation script as a job runs it, `python -m pipeline_kit.inference.generate ++key=value...`, forked
-    from a process that has imported it and LiteLLM already (tests/generate_forkserver.py: ~3 s of CPU less a run)."""
-    import tempfile
-
-    from generate_forkserver import ForkServer
-
-    if not _FORKSERVER:
-        _FORKSERVER.append(ForkServer())
-    with tempfile.TemporaryDirectory(prefix="kit-generate-") as folder:
-        return _FORKSERVER[0].run(["pipeline_kit.inference.generate", *overrides], folder, timeout)
+    """The generation script as a job runs it, `python -m pipeline_kit.inference.generate ++key=value...`, with the
+    job's Python (client_python())."""
+    argv = [client_python(), "-m", "pipeline_kit.inference.generate", *overrides]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
 
 
 def generate_config(tmp_path: Path, *more: str):
@@ -388,8 +386,9 @@ def check_answers(records: list[dict], n: int) -> None:
 
 
 def cluster_yaml(executor: str, server_python: str, extra: str = "") -> str:
-    """A cluster config (YAML) whose server runs in `server_python` with vLLM's CPU settings, the client here."""
-    env = [*VLLM_ENV, f"KIT_SERVER_PYTHON={server_python}", f"KIT_CLIENT_PYTHON={sys.executable}"]
+    """A cluster config (YAML) whose server runs in `server_python` with vLLM's CPU settings, the client here
+    (client_python(); a config of containers sets KIT_CLIENT_PYTHON again after these lines)."""
+    env = [*VLLM_ENV, f"KIT_SERVER_PYTHON={server_python}", f"KIT_CLIENT_PYTHON={client_python()}"]
     lines = "".join(f"  - {e}\n" for e in env)
     return f"executor: {executor}\njob_dir: JOB_DIR\n{extra}env_vars:\n{lines}"
 
@@ -521,14 +520,37 @@ def service_group(item) -> str | None:
     return "models" if uses_shared_vllm(item) else None
 
 
+_CLIENT_FORKSERVER = []
+
+
 def pytest_sessionstart(session):
     """kit's .pyc files, written once before the workers start: under a harness that sets PYTHONDONTWRITEBYTECODE
     (CI's shell here does) every `kit` process of the tests would compile its modules again (+0.15 s of CPU each;
-    tests/test_user_errors.py took 23 % less CPU with them)."""
-    if not hasattr(session.config, "workerinput"):  # the xdist controller, or a run without xdist
+    tests/test_user_errors.py took 23 % less CPU with them). Then, where tests run (each xdist worker), the
+    pre-imported generation client (tests/client_forkserver.py) as $KIT_CLIENT_PYTHON, which every job and `kit` the
+    tests start inherits; KIT_TEST_REAL_CLIENT=1 leaves the variable alone (every client a real `python -m`)."""
+    config = session.config
+    if not hasattr(config, "workerinput"):  # the xdist controller, or a run without xdist
         import compileall
 
         compileall.compile_dir(REPO_ROOT / "pipeline_kit", quiet=1)
+    runs_tests = hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None)
+    if runs_tests and os.environ.get("KIT_TEST_REAL_CLIENT") != "1" and "KIT_CLIENT_PYTHON" not in os.environ:
+        import tempfile
+
+        from client_forkserver import ClientForkServer
+
+        server = ClientForkServer(tempfile.mkdtemp(prefix="kit-client-"))
+        _CLIENT_FORKSERVER.append(server)
+        os.environ["KIT_CLIENT_PYTHON"] = server.python
+
+
+def pytest_sessionfinish(session):
+    for server in _CLIENT_FORKSERVER:
+        import shutil
+
+        server.stop()
+        shutil.rmtree(os.path.dirname(server.python), ignore_errors=True)
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups

@@ -8,7 +8,7 @@ import json
 import re
 
 import pytest
-from conftest import SERVICES, need, rows, sacct
+from conftest import SERVICES, client_python, need, rows, sacct
 
 # a second benchmark, defined as a user would (--extra_datasets): ten additions with a carry, made here
 SUMS = '''"""Ten two-term additions with a carry, made here."""
@@ -96,11 +96,10 @@ def test_eval_on_slurm_summarizes_after_the_generation_array(kit, configs, bench
     vLLM server), then the summarize job, which starts only after both elements ended."""
     need("SLURM_CONF", "the local Slurm cluster")
     need("KIT_TEST_VLLM_PYTHON", "the vLLM venv and tiny model")
-    import sys
 
     env = [
         *VLLM_ENV, "VLLM_CPU_KVCACHE_SPACE=1", f"KIT_SERVER_PYTHON={SERVICES['KIT_TEST_VLLM_PYTHON']}",
-        f"KIT_CLIENT_PYTHON={sys.executable}",
+        f"KIT_CLIENT_PYTHON={client_python()}",
     ]  # fmt: skip
     d = configs(
         "slurm",

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import BIN, free_port, need, problems, rows
+from conftest import BIN, client_python, free_port, need, problems, rows
 
 from pipeline_kit.measurements import stored_figures
 
@@ -114,7 +114,7 @@ def test_client_only_array_on_slurm(kit, configs, stub, tmp_path):
     d = configs(
         "slurm",
         f"executor: slurm\njob_dir: JOB_DIR\naccount: root\npartition: debug\nenv_vars:\n"
-        f"  - KIT_CLIENT_PYTHON={sys.executable}\n",
+        f"  - KIT_CLIENT_PYTHON={client_python()}\n",
     )
     server = stub()
     inp, out = problems(tmp_path, 6), tmp_path / "out"

@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from conftest import SERVICES, need, run_committed
+from conftest import SERVICES, client_python, need, run_committed
 
 REFUSING_CHECK = """
 import json, sys
@@ -111,7 +111,7 @@ def test_over_ssh_the_job_checks_the_input_before_its_server_starts(kit, configs
     neither the server nor the client starts, and `kit status` shows the one line."""
     need("KIT_TEST_SSH_KEY", "the loopback sshd")
     need("SLURM_CONF", "the local Slurm cluster")
-    env = [f"KIT_CLIENT_PYTHON={sys.executable}"]
+    env = [f"KIT_CLIENT_PYTHON={client_python()}"]
     env += [f"PYTHONPATH={os.environ['PYTHONPATH']}"] if os.environ.get("PYTHONPATH") else []  # a worktree's kit
     d = configs("viassh", f"""
         executor: slurm

@@ -14,7 +14,7 @@ import textwrap
 import urllib.request
 
 import pytest
-from conftest import BIN, SERVICES, need, problems, rows, sacct
+from conftest import BIN, SERVICES, client_python, need, problems, rows, sacct
 from sandbox_server import REPO_ROOT
 
 # a run_cmd command: call the job's sandbox at $KIT_SANDBOX_ADDRESS and write the answer to a file
@@ -162,7 +162,7 @@ def test_tir_generation_with_the_sandbox_as_its_own_het_component(kit, configs, 
         account: root
         partition: debug
         cpu_partition: cpu
-        env_vars: ['KIT_CLIENT_PYTHON={sys.executable}', 'KIT_SANDBOX_PYTHON={sys.executable}']
+        env_vars: ['KIT_CLIENT_PYTHON={client_python()}', 'KIT_SANDBOX_PYTHON={sys.executable}']
         """
     )
     server = stub("--tir_rounds", "1", "--tir_code", "print(({numbers}) * 3)")

@@ -166,6 +166,7 @@ def test_tir_against_vllm_on_slurm_in_containers(kit, configs, models, tmp_path)
         f"mounts: [{listed}]\n"
     )
     env = [f"KIT_SANDBOX_PYTHON={sys.executable}", f"LD_LIBRARY_PATH={data / 'lib'}", f"VLLM_CACHE_ROOT={data}/cache"]
+    env += [f"KIT_CLIENT_PYTHON={sys.executable}"]  # the mounted venv's, in the container (after cluster_yaml's)
     yaml = cluster_yaml("slurm", vllm_python, extra) + "".join(f"  - {e}\n" for e in env)
     d = configs("pyxvllm", yaml)
     res = kit("generate", "--cluster=pyxvllm", f"--config_dir={d}", "--expname=ctir", "--wait", "--server_type=vllm",
