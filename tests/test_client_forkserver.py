@@ -22,6 +22,18 @@ def shim() -> str:
     return _CLIENT_FORKSERVER[0].python
 
 
+def forked_clients() -> set[int]:
+    """The clients this worker's server runs now: the children of its handlers (the server's children)."""
+    parents = {}
+    for entry in os.listdir("/proc"):
+        try:
+            parents[int(entry)] = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (ValueError, OSError, IndexError):
+            continue
+    handlers = {pid for pid, parent in parents.items() if parent == _CLIENT_FORKSERVER[0].proc.pid}
+    return {pid for pid, parent in parents.items() if parent in handlers}
+
+
 def run(python: str, *args: str, **kwargs) -> subprocess.CompletedProcess:
     return subprocess.run([python, *args], capture_output=True, text=True, timeout=60, **kwargs)
 
@@ -47,9 +59,14 @@ def test_a_signal_or_a_kill_of_the_shim_ends_the_client(shim, stub, tmp_path, ho
     deadline = time.time() + 60
     while time.time() < deadline and (not progress.exists() or progress.read_text().count("\n") < 2):
         time.sleep(0.05)
+    clients = forked_clients()
+    assert clients, "no forked client runs"
     proc.send_signal(signal.SIGTERM if how == "term" else signal.SIGKILL)
     assert proc.wait(timeout=30) == (-signal.SIGTERM if how == "term" else -signal.SIGKILL)
-    time.sleep(0.5)  # requests in flight at the signal
+    deadline = time.time() + 30
+    while time.time() < deadline and clients & forked_clients():
+        time.sleep(0.05)
+    assert not clients & forked_clients(), "the client outlived its shim"
     asked = len(server.requests())
     time.sleep(1.5)  # at 2 in flight and 0.2 s each, a client still running would ask ~15 more
     assert len(server.requests()) == asked < 200
