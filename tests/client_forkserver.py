@@ -225,6 +225,7 @@ class ClientForkServer:
     def __init__(self, folder: str):
         import subprocess
 
+        self.folder = folder
         socket_path = os.path.join(folder, "client.sock")
         self.python = os.path.join(folder, "python")
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -239,8 +240,12 @@ class ClientForkServer:
         listener.close()
 
     def stop(self) -> None:
+        """Stop the server and remove its folder: a shim started later runs the real Python."""
+        import shutil
+
         self.proc.kill()
         self.proc.wait()
+        shutil.rmtree(self.folder, ignore_errors=True)
 
 
 if __name__ == "__main__":

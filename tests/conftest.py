@@ -547,10 +547,7 @@ def pytest_sessionstart(session):
 
 def pytest_sessionfinish(session):
     for server in _CLIENT_FORKSERVER:
-        import shutil
-
         server.stop()
-        shutil.rmtree(os.path.dirname(server.python), ignore_errors=True)
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
