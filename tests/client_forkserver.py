@@ -44,7 +44,7 @@ try:
     conn.connect({socket_path!r})
 except OSError:  # no server (it was stopped): the real Python, slower
     os.execv({python!r}, [{python!r}, *argv])
-ignored = [n for n in {forwarded!r} if signal.getsignal(n) == signal.SIG_IGN]  # as bash starts `cmd &`: INT, QUIT
+ignored = [n for n in {forwarded!r} if signal.getsignal(n) == signal.SIG_IGN]  # bash starts `cmd &` with INT ignored
 umask = os.umask(0)
 os.umask(umask)
 limits = {{n: resource.getrlimit(getattr(resource, n)) for n in dir(resource) if n.startswith("RLIMIT_")}}
