@@ -276,11 +276,11 @@ def main() -> None:
                 check_outputs(out, args.problems, args.seeds)
                 results[who].append(wall)
                 if who != "bare" and len(results["bare"]) == r + 1:
-                    line += f"  bare / kit {results['bare'][r] / wall:.2f}x"
+                    line += f"  bare / kit {results['bare'][r] / wall:.3f}x"
                 print(line, flush=True)
             if r % 2 == 1:  # the bare loop ran last: the ratios of this round
                 for who in clients[1:]:
-                    print(f"round {r + 1} {who:<8} bare / kit {results['bare'][r] / results[who][r]:.2f}x", flush=True)
+                    print(f"round {r + 1} {who:<8} bare / kit {results['bare'][r] / results[who][r]:.3f}x", flush=True)
     finally:
         if server is not None:
             bench_client.stop(server, group=args.server == "vllm")
@@ -296,7 +296,7 @@ def main() -> None:
             line += f", launch {statistics.median(ls):.2f} s ({min(ls):.2f}-{max(ls):.2f})"
         if who != "bare":
             ratios = [b / k for b, k in zip(results["bare"], ws, strict=True)]
-            line += f"; bare / kit {statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f})"
+            line += f"; bare / kit {statistics.median(ratios):.3f}x ({min(ratios):.3f}-{max(ratios):.3f})"
             rr = reruns[who]
             line += f"; done rerun {statistics.median(rr):.2f} s ({min(rr):.2f}-{max(rr):.2f})"
         print(line)
