@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pipeline_kit.grading.extraction import boxed_content, extract_answer, final_boxed, last_boxed
+from pipeline_kit.grading.math_grader import equivalent
 
 
 @pytest.mark.parametrize(
@@ -61,10 +62,42 @@ from pipeline_kit.grading.extraction import boxed_content, extract_answer, final
         ("The answer is sqrt(2)/2.", "sqrt(2)/2"),
         ("Answer: sin(x)**2 + 1", "sin(x)**2 + 1"),
         ("so the result is $2*sqrt(3)$", "2*sqrt(3)"),
+        # ... also where prose ends in one: the formula around the last number, not its last digits
+        ("We get sqrt(2)/2.", "sqrt(2)/2"),
+        ("Thus x = 3 + 2i.", "3 + 2i"),
+        ("so it is log(8, 2) in the end", "log(8, 2)"),
+        ("so the total is 2^10.", "2^10"),
+        ("we got exp(2x) - 1.", "exp(2x) - 1"),
+        ("so the result is sin(x)^2 + abs(x - 1)", "sin(x)^2 + abs(x - 1)"),
+        ("The train leaves at 3:15 PM.", "3:15 PM"),
+        ("the timer shows 10:30:00.", "10:30:00"),
+        ("The answer is sqrt(2) meters.", "sqrt(2)"),
+        # ... and no further: a unit against the number, a list, a parenthesis it is inside, a word
+        ("the height is 5m.", "5"),
+        ("it weighs 12kg", "12"),
+        ("The roots are 1, 2 and 3.", "3"),
+        ("the value (which is 5)", "5"),
+        ("a 3-digit number", "3"),
     ],
 )
 def test_extract_answer(text, answer):
     assert extract_answer(text) == answer
+
+
+@pytest.mark.parametrize(
+    ("text", "expected", "fragment"),
+    [
+        ("We get sqrt(2)/2.", "\\frac{\\sqrt{2}}{2}", "2"),
+        ("Thus x = 3 + 2i.", "2i + 3", "2"),
+        ("The train leaves at 3:15 PM.", "15:15", "15"),
+        ("so the total is 2^10.", "1024", "10"),
+        ("so it is log(8, 2) in the end", "3", "2"),
+    ],
+)
+def test_a_formula_at_the_end_of_prose_grades_as_its_value(text, expected, fragment):
+    """Graded as what it states, and not as the number it ends in (what was extracted before)."""
+    assert equivalent(extract_answer(text), expected)
+    assert not equivalent(extract_answer(text), fragment)
 
 
 def test_no_answer_is_none():

@@ -185,6 +185,10 @@ def test_contract_file(name: str):
         ("(0.25, 1.667]", "(\\frac{1}{4}, \\frac{5}{3}]", True),
         ("\\text{5 cm}", "5", True),
         ("10{,}000", "10000", True),
+        # a power of several digits without braces is the whole power (math-verify reads it so), not LaTeX's 2^{1}0
+        ("2^10", "1024", True),
+        ("2^10", "20", False),
+        ("x^12", "x^{12}", True),
     ],
 )
 def test_rules(predicted, expected, correct):

@@ -9,7 +9,7 @@ import re
 from pipeline_kit.grading.boxes import BOX_JOINER, boxed_content, boxes, final_boxed, last_boxed  # noqa: F401  (callers take them from here too)
 from pipeline_kit.grading.choices import letter_first, stated_letter
 from pipeline_kit.grading.normalize import strip_wrappers
-from pipeline_kit.grading.notation import FUNCTION_CALL
+from pipeline_kit.grading.notation import FUNCTION_CALL, formula_around
 
 _FINAL = re.compile(r"final answer(?: is)?\s*[:：]?", re.I)
 _HASHES = re.compile(r"^\s*####\s*(.+?)\s*$", re.M)
@@ -47,7 +47,7 @@ def extract_answer(text: str | None, multiple_choice: bool = False, mode: str = 
     (choices.stated_letter). mode "auto", by the first rule that finds one: the last box; "The final answer is X"
     (without "I hope it is correct", a closing period or $); "#### X"; "the answer is X" / "Answer: X" (also
     réponse, respuesta, Antwort, 答案); the whole text when it is a short formula; the last $…$ that is not prose;
-    the last number. With `multiple_choice`, a letter A-J comes first: a boxed letter, and in auto mode a stated
+    the last number (or the plain-text formula it is part of: notation.formula_around). With `multiple_choice`, a letter A-J comes first: a boxed letter, and in auto mode a stated
     one, then the last "(B)". None when nothing is found."""
     if not text or not text.strip():
         return None
@@ -119,7 +119,7 @@ def _after_anchor(rest: str) -> str | None:
     if _PROSE_WORD.search(_without_commands(line)):
         token = _MATH_TOKEN.search(line)
         if token:
-            return token.group()
+            return _formula(line, token)
         return line if len(line.split()) <= 4 else None  # "Monday"; not "whether it is correct, let us check"
     return _last_of_chain(line) or None
 
@@ -145,8 +145,16 @@ def _fallback(text: str) -> str | None:
             break
     tokens = list(_MATH_TOKEN.finditer(text))
     if tokens and tokens[-1].start() >= math_end:  # the later of the two: "...so there are 12 sequences."
-        return tokens[-1].group().strip()
+        return _formula(text, tokens[-1])
     return math
+
+
+def _formula(text: str, token: re.Match) -> str:
+    """The number `token` found, or the plain-text formula it is part of ("We get sqrt(2)/2." → sqrt(2)/2, not 2)."""
+    number = token.group().strip()
+    if not number[-1].isdigit():  # a fraction in LaTeX, a percent, a decimal comma's group: whole already
+        return number
+    return formula_around(text, token.start(), token.end()).strip() or number
 
 
 def _without_commands(s: str) -> str:

@@ -1,7 +1,8 @@
 """Plain-text function notation, as models and computer-algebra systems write answers (SymPy's printed forms:
 `sqrt(2)`, `Abs(x)`, `x**2`, `exp(x)`, `log(x, 2)`, `sin(x)**2`, `pi`, `oo`, and `I`/`E` in an expression with
 `*`), rewritten into the LaTeX the rest of the grader reads: `\\sqrt{2}`, `|x|`, `x^2`, `e^{x}`, `\\log_{2}(x)`,
-`\\sin(x)^2`, `\\pi`, `\\infty`, `i`, `e`. The function names are the ones of SymPy's documented printer and of
+`\\sin(x)^2`, `\\pi`, `\\infty`, `i`, `e`; a power of several digits without braces
+(`2^10`) is `2^{10}`, as math-verify reads it. The function names are the ones of SymPy's documented printer and of
 LaTeX's math operators (sin … csc, arcsin …, sinh …, ln, log, exp)."""
 
 from __future__ import annotations
@@ -19,7 +20,19 @@ _INFINITY = re.compile(r"(?<![\\A-Za-z])oo(?![A-Za-z])")
 _PAREN_POWER = re.compile(r"\^\s*\(")
 _SYMPY_CONSTANT = re.compile(r"(?<![\\A-Za-z])([IE])(?![A-Za-z])")
 # whether a string may hold any of the above: most answers do not, and are returned at once
-_HINT = re.compile(rf"\*|\^\s*\(|(?<![\\A-Za-z])(?:{_NAMES}|pi|oo)\b")
+_HINT = re.compile(rf"\*|\^\s*\(|\^\d\d|(?<![\\A-Za-z])(?:{_NAMES}|pi|oo)\b")
+# a power of several digits without braces: 2^10 as plain text (and math-verify) reads it, not LaTeX's 2^{1}0
+_BARE_POWER = re.compile(r"\^(\d{2,})(?![\d.])")
+
+# the pieces of a plain-text formula around a number that prose states: numbers, names, operators, parentheses
+_PIECE = re.compile(r"\d+(?:\.\d+)?|[A-Za-z]+|\*\*|[-+*/^]|[()]|[ \t]+")
+_FUNCTION = re.compile(rf"(?:{_NAMES})")
+_CALLED = re.compile(r"[ \t]*(?:\(|\^|\*\*)")  # what follows a function name in a call or its power
+_CALL_BEFORE = re.compile(rf"(?<![\\A-Za-z])(?:{_NAMES})[ \t]*(?:\^[ \t]*\d+[ \t]*)?$")
+_CLOCK = re.compile(r"(?<![\d:])\d{1,2}:\d{2}(?::\d{2})?(?:[ \t]*[AaPp]\.?[Mm]\b\.?)?")
+_OPERATOR = ("**", "-", "+", "*", "/", "^")
+_PAREN = re.compile(r"[()]")
+_REACH = 200
 
 
 def from_plain(s: str) -> str:
@@ -30,6 +43,7 @@ def from_plain(s: str) -> str:
     s = s.replace("**", "^")
     s = _rewrite(s, _CALL, lambda m, args: _latex_call(m.group(1), m.group(2), args))
     s = _rewrite(s, _PAREN_POWER, lambda m, exponent: f"^{{{exponent}}}")  # x^(1/2) is x^{1/2}
+    s = _BARE_POWER.sub(r"^{\1}", s)
     s = _PI.sub(r"\\pi ", s)
     s = _INFINITY.sub(r"\\infty ", s)
     if cas:
@@ -74,3 +88,135 @@ def _latex_call(name: str, power: str | None, args: str) -> str:
         value, _, base = args.rpartition(",")
         return f"\\log_{{{base.strip()}}}{power}({value.strip()})"
     return f"\\{_INVERSE.get(name, name)}{power}({args})"
+
+
+def formula_around(s: str, start: int, end: int) -> str:
+    """The plain-text formula of which s[start:end], a number that prose states, is a part: `sqrt(2)/2` rather than
+    its last 2, `3 + 2i` rather than 2, `2^10`, `log(8, 2)`, a clock time `3:15 PM`. Within its line, it takes in
+    numbers, operators, parentheses, function names (called or raised to a power), `pi`, `e`, `i` and one-letter
+    variables; spaces only beside an operator, and never a word of prose, `=`, a comma outside a call or a letter
+    right after the number that is not `i`, `pi` or `e` or a variable with an operator after it (a unit: `5m`)."""
+    for clock in _CLOCK.finditer(s, max(0, start - 6), min(len(s), end + 9)):
+        if clock.start() <= start and end <= clock.end():
+            return clock.group().rstrip(".")
+    # within its line, and at most _REACH characters either side
+    line_start = max(s.rfind("\n", 0, start) + 1, start - _REACH)
+    line_end = min(len(s) if (newline := s.find("\n", end)) == -1 else newline, end + _REACH)
+    lo, hi = start, end
+    while True:
+        lo, hi = _walk_left(s, lo, line_start), _walk_right(s, hi, line_end, after_number=hi == end)
+        lo, hi = _balanced(s, lo, hi, start)
+        call = _enclosing_call(s, lo, hi, line_start)
+        if call is None:
+            break
+        lo, hi = call
+    return s[lo:hi]
+
+
+def _piece_kind(text: str, s: str, after: int) -> str | None:
+    """ "operand", "operator" or "paren"; None for what ends a formula (a word of prose)."""
+    if text in _OPERATOR:
+        return "operator"
+    if text in "()":
+        return "paren"
+    if text[0].isdigit() or text in ("pi", "e", "i") or len(text) == 1:
+        return "operand"
+    if _FUNCTION.fullmatch(text) and _CALLED.match(s, after):
+        return "operand"
+    return None
+
+
+def _walk_right(s: str, pos: int, stop: int, after_number: bool) -> int:
+    hi, last = pos, "operand"
+    while (piece := _PIECE.match(s, pos, stop)) is not None:
+        text = piece.group()
+        if text.isspace():
+            following = _PIECE.match(s, piece.end(), stop)
+            if following is None or following.group().isspace():
+                break
+            if last != "operator" and following.group() not in _OPERATOR:
+                break
+            pos = piece.end()
+            continue
+        kind = _piece_kind(text, s, piece.end())
+        if kind is None:
+            break
+        if after_number and pos == hi and text[0].isalpha() and text not in ("i", "pi", "e"):
+            if not (len(text) == 1 and re.match(r"[ \t]*(?:[-+*/^(]|\*\*)", s[piece.end() : stop])):
+                break  # 5m, 12cm: a unit, not a product
+        after_number = False
+        pos = piece.end()
+        last = kind
+        if kind != "operator":
+            hi = pos
+    return hi
+
+
+def _walk_left(s: str, pos: int, stop: int) -> int:
+    """The start of the formula that ends at `pos`, not before `stop`: read in the last 40 characters first (the
+    usual formula, or a word of prose that ends it), and again from `stop` when the formula reaches back that far."""
+    near = max(stop, pos - 40)
+    lo = _walk_left_from(s, pos, near)
+    return _walk_left_from(s, pos, stop) if lo == near and near > stop else lo
+
+
+def _walk_left_from(s: str, pos: int, stop: int) -> int:
+    pieces, at = [], stop  # s[stop:pos] in pieces; a character no piece matches ends the formula there
+    while at < pos:
+        piece = _PIECE.match(s, at, pos)
+        if piece is None:
+            pieces, at = [], at + 1
+            continue
+        pieces.append(piece)
+        at = piece.end()
+    lo, last = pos, "operand"
+    for index in range(len(pieces) - 1, -1, -1):
+        piece = pieces[index]
+        text = piece.group()
+        if text.isspace():
+            before = pieces[index - 1].group() if index else ""
+            if not before or before.isspace() or (last != "operator" and before not in _OPERATOR):
+                break
+            continue
+        kind = _piece_kind(text, s, piece.end())
+        if kind is None:
+            break
+        if kind != "operator" or (text == "-" and lo == piece.end()):  # a sign written against the number
+            lo = piece.start()
+        last = kind
+    return lo
+
+
+def _balanced(s: str, lo: int, hi: int, start: int) -> tuple[int, int]:
+    """[lo, hi) narrowed to the number's side of any parenthesis it leaves open or closes without opening."""
+    opened: list[int] = []
+    for i in range(lo, hi):
+        if s[i] == "(":
+            opened.append(i)
+        elif s[i] == ")":
+            if opened:
+                opened.pop()
+            elif i < start:
+                lo = i + 1
+            else:
+                return _balanced(s, lo, i, start)
+    for i in opened:
+        if i >= start:
+            return _balanced(s, lo, i, start)
+        lo = max(lo, i + 1)
+    return lo, hi
+
+
+def _enclosing_call(s: str, lo: int, hi: int, stop: int) -> tuple[int, int] | None:
+    """The call `name(...)` around [lo, hi) (log(8, 2) around its 2), or None."""
+    depth = 0
+    for paren in reversed(list(_PAREN.finditer(s, stop, lo))):
+        i = paren.start()
+        depth += 1 if s[i] == ")" else -1
+        if depth < 0:
+            name = _CALL_BEFORE.search(s, stop, i)
+            close = _closing(s, i)
+            if name is None or close is None or close < hi:
+                return None
+            return name.start(), close + 1
+    return None
