@@ -78,6 +78,11 @@ from pipeline_kit.grading.math_grader import equivalent
         ("The roots are 1, 2 and 3.", "3"),
         ("the value (which is 5)", "5"),
         ("a 3-digit number", "3"),
+        # a stated list joined by "and" is the list, not its first number ("and" is no prose there)
+        ("The answer is 1, 2 and 3.", "1, 2 and 3"),
+        ("Answer: x = 1 and x = 2", "x = 1 and x = 2"),
+        ("<answer>2 and 1</answer>", "2 and 1"),
+        ("The answer is 3 and 4 apples.", "3"),
     ],
 )
 def test_extract_answer(text, answer):

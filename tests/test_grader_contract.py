@@ -199,6 +199,10 @@ def test_lists_in_any_order_when_the_problem_says_so():
     assert equivalent("7, 5, 3", "3, 5, 7", any_order=True)
     assert not equivalent("7, 5", "3, 5, 7", any_order=True)
     assert not equivalent("7, 5, 5", "3, 5, 7", any_order=True)
+    # a list whose last two items "and" joins is the same list: in order, or in any order where the problem says so
+    assert equivalent("1, 2 and 3", "1, 2, 3") and equivalent("1, 2, and 3", "1,2,3")
+    assert not equivalent("3, 2 and 1", "1, 2, 3") and equivalent("3, 2 and 1", "1, 2, 3", any_order=True)
+    assert not equivalent("1, 2 and 4", "1, 2, 3", any_order=True)
     assert lists_any_order("Find all real x. Enter all the solutions, separated by commas.")
     assert lists_any_order("Find the roots of $x^3 - 6x^2 + 11x - 6$.")
     assert not lists_any_order("Enter the ordered pair $(a, b)$.") and not lists_any_order(None)

@@ -8,7 +8,7 @@ import re
 
 from pipeline_kit.grading.boxes import BOX_JOINER, boxed_content, boxes, final_boxed, last_boxed  # noqa: F401  (callers take them from here too)
 from pipeline_kit.grading.choices import letter_first, stated_letter
-from pipeline_kit.grading.normalize import strip_wrappers
+from pipeline_kit.grading.normalize import and_list, strip_wrappers
 from pipeline_kit.grading.notation import FUNCTION_CALL, formula_around
 
 _FINAL = re.compile(r"final answer(?: is)?\s*[:：]?", re.I)
@@ -116,7 +116,7 @@ def _after_anchor(rest: str) -> str | None:
     if m and _NAME.fullmatch(m.group(1).replace("the ", "").replace("The ", "")):
         line = line[m.end() :]  # "x is 5", "the sum equals 12"
     line = strip_wrappers(_BOLD.sub("", line))
-    if _PROSE_WORD.search(_without_commands(line)):
+    if _PROSE_WORD.search(_without_commands(and_list(line))):  # "1, 2 and 3" is a list, not prose
         token = _MATH_TOKEN.search(line)
         if token:
             return _formula(line, token)
@@ -135,7 +135,7 @@ def _last_of_chain(s: str) -> str:
 
 def _fallback(text: str) -> str | None:
     stripped = strip_wrappers(_BOLD.sub("", text))
-    if len(stripped) <= _SHORT_ANSWER and not _PROSE_WORD.search(_without_commands(stripped)):
+    if len(stripped) <= _SHORT_ANSWER and not _PROSE_WORD.search(_without_commands(and_list(stripped))):
         return stripped or None
     math, math_end = None, -1
     for m in reversed(list(_INLINE_MATH.finditer(text))):

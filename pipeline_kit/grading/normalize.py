@@ -40,6 +40,8 @@ _TRAILING_WORDS = re.compile(r"(?<=[\d}%)])\s+[A-Za-z][A-Za-z]+(?:\s+[A-Za-z]+)*
 _LONGEST_UNIT_SEARCH = 500  # longer "answers" are prose caught by an anchor; the word search would be quadratic
 _MATH_WORDS = {"pi", "and", "or", "sqrt", "sin", "cos", "tan", "log", "ln", "exp", "infty", "infinity", "inf", "mod"}
 _WORDS = re.compile(r"[A-Za-z]{3,}(?: [A-Za-z]+)*")
+_AND_JOINER = re.compile(r"\s*,?\s*\band\s+")  # between the last two items of a list: "1, 2 and 3", "1, 2, and 3"
+_ITEM_WORD = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{3,}")  # a word in a list's item (not a LaTeX command's name)
 _LETTER = re.compile(r"\(?([A-J])\)?")
 _MEMBER_OF = re.compile(r"^[A-Za-z]\\in(?![A-Za-z])")
 _BASE = re.compile(r"([0-9][0-9A-Za-z]*)_\{?(\d+)\}?")
@@ -103,9 +105,27 @@ def strip_wrappers(text: str) -> str:
             return s
 
 
+def and_list(s: str) -> str:
+    """`s` with the "and" that joins the items of a list written as commas: `1, 2 and 3` → `1, 2, 3`, `x = 1 and
+    x = 2` → `x = 1, x = 2`; `s` as it is without such an "and", or when an item is prose ("Alice and Bob")."""
+    if "and" not in s:
+        return s
+    items = _AND_JOINER.split(s)
+    if len(items) < 2 or any(not item.strip() or _prose(item) for item in items):
+        return s
+    return ", ".join(item.strip() for item in items)
+
+
+def _prose(item: str) -> bool:
+    return any(word.lower() not in _MATH_WORDS for word in _ITEM_WORD.findall(item))
+
+
 def canonical(text: str) -> str:
     """The answer rewritten by the grader's string rules; two answers with the same canonical form are equal."""
-    s = _PERCENT_WORD.sub("%", from_plain(strip_wrappers(text)).replace("{,}", ","))
+    s = from_plain(strip_wrappers(text))
+    if "," in s:  # 1, 2 and 3 is 1,2,3 (a list of two, 1 and 2, keeps to the rules it had: math-verify's set)
+        s = and_list(s)
+    s = _PERCENT_WORD.sub("%", s.replace("{,}", ","))
     if (m := _MIXED.fullmatch(s)) and int(m.group(3)) < int(m.group(4)):  # before spaces go: 4 4/9 is not 44/9
         sign, whole, num, den, pct = m.groups()
         s = f"{sign}{whole}\\frac{{{num}}}{{{den}}}{pct or ''}"
