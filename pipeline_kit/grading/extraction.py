@@ -47,8 +47,9 @@ def extract_answer(text: str | None, multiple_choice: bool = False, mode: str = 
     (choices.stated_letter). mode "auto", by the first rule that finds one: the last box; "The final answer is X"
     (without "I hope it is correct", a closing period or $); "#### X"; "the answer is X" / "Answer: X" (also
     réponse, respuesta, Antwort, 答案); the whole text when it is a short formula; the last $…$ that is not prose;
-    the last number (or the plain-text formula it is part of: notation.formula_around). With `multiple_choice`, a letter A-J comes first: a boxed letter, and in auto mode a stated
-    one, then the last "(B)". None when nothing is found."""
+    the last number, or the plain-text formula it is part of (notation.formula_around). With `multiple_choice`, a
+    letter A-J comes first: a boxed letter, and in auto mode a stated one, then the last "(B)". None when nothing is
+    found."""
     if not text or not text.strip():
         return None
     if mode != "boxed":
