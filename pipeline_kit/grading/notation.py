@@ -32,6 +32,7 @@ _CALL_BEFORE = re.compile(rf"(?<![\\A-Za-z])(?:{_NAMES})[ \t]*(?:\^[ \t]*\d+[ \t
 _CLOCK = re.compile(r"(?<![\d:])\d{1,2}:\d{2}(?::\d{2})?(?:[ \t]*[AaPp]\.?[Mm]\b\.?)?")
 _OPERATOR = ("**", "-", "+", "*", "/", "^")
 _PAREN = re.compile(r"[()]")
+_OPERATOR_NEXT = re.compile(r"[ \t]*(?:[-+*/^(]|\*\*)")
 _REACH = 200
 
 
@@ -113,78 +114,75 @@ def formula_around(s: str, start: int, end: int) -> str:
     return s[lo:hi]
 
 
-def _piece_kind(text: str, s: str, after: int) -> str | None:
+def _piece_kind(piece: re.Match, s: str) -> str | None:
     """ "operand", "operator" or "paren"; None for what ends a formula (a word of prose)."""
+    text = piece.group()
     if text in _OPERATOR:
         return "operator"
     if text in "()":
         return "paren"
     if text[0].isdigit() or text in ("pi", "e", "i") or len(text) == 1:
         return "operand"
-    if _FUNCTION.fullmatch(text) and _CALLED.match(s, after):
+    if _FUNCTION.fullmatch(text) and _CALLED.match(s, piece.end()):
         return "operand"
     return None
 
 
 def _walk_right(s: str, pos: int, stop: int, after_number: bool) -> int:
-    hi, last = pos, "operand"
-    while (piece := _PIECE.match(s, pos, stop)) is not None:
-        text = piece.group()
-        if text.isspace():
-            following = _PIECE.match(s, piece.end(), stop)
-            if following is None or following.group().isspace():
-                break
-            if last != "operator" and following.group() not in _OPERATOR:
-                break
-            pos = piece.end()
-            continue
-        kind = _piece_kind(text, s, piece.end())
-        if kind is None:
-            break
-        if after_number and pos == hi and text[0].isalpha() and text not in ("i", "pi", "e"):
-            if not (len(text) == 1 and re.match(r"[ \t]*(?:[-+*/^(]|\*\*)", s[piece.end() : stop])):
-                break  # 5m, 12cm: a unit, not a product
-        after_number = False
+    start, pieces = pos, []
+    while (piece := _PIECE.match(s, pos, stop)) is not None and (piece.group().isspace() or _piece_kind(piece, s)):
+        pieces.append(piece)  # read up to the first word of prose: the formula ends there anyway
         pos = piece.end()
-        last = kind
-        if kind != "operator":
-            hi = pos
-    return hi
+    return _reach(s, pieces, start, after_number=after_number)
 
 
 def _walk_left(s: str, pos: int, stop: int) -> int:
     """The start of the formula that ends at `pos`, not before `stop`: read in the last 40 characters first (the
     usual formula, or a word of prose that ends it), and again from `stop` when the formula reaches back that far."""
     near = max(stop, pos - 40)
-    lo = _walk_left_from(s, pos, near)
-    return _walk_left_from(s, pos, stop) if lo == near and near > stop else lo
+    lo = _reach(s, _pieces(s, near, pos)[::-1], pos)
+    return _reach(s, _pieces(s, stop, pos)[::-1], pos) if lo == near and near > stop else lo
 
 
-def _walk_left_from(s: str, pos: int, stop: int) -> int:
-    pieces, at = [], stop  # s[stop:pos] in pieces; a character no piece matches ends the formula there
-    while at < pos:
-        piece = _PIECE.match(s, at, pos)
+def _pieces(s: str, start: int, stop: int) -> list[re.Match]:
+    """s[start:stop] in pieces, from the last character no piece matches (a formula cannot reach across it)."""
+    pieces, at = [], start
+    while at < stop:
+        piece = _PIECE.match(s, at, stop)
         if piece is None:
             pieces, at = [], at + 1
             continue
         pieces.append(piece)
         at = piece.end()
-    lo, last = pos, "operand"
-    for index in range(len(pieces) - 1, -1, -1):
-        piece = pieces[index]
+    return pieces
+
+
+def _reach(s: str, pieces: list[re.Match], edge: int, after_number: bool = False) -> int:
+    """How far the formula at `edge` reaches through `pieces`, read outwards from it (rightwards when they start at
+    `edge`, else leftwards, in reverse): where its last operand or parenthesis ends (or starts). Spaces only beside
+    an operator; on the left a sign written against the number is part of it; on the right a letter right after
+    the number ends it unless it is `i`, `pi`, `e` or a variable an operator follows (`5m` is 5 metres)."""
+    rightwards = not pieces or pieces[0].start() == edge
+    last = "operand"
+    for index, piece in enumerate(pieces):
         text = piece.group()
         if text.isspace():
-            before = pieces[index - 1].group() if index else ""
-            if not before or before.isspace() or (last != "operator" and before not in _OPERATOR):
+            beyond = pieces[index + 1].group() if index + 1 < len(pieces) else ""
+            if not beyond or beyond.isspace() or (last != "operator" and beyond not in _OPERATOR):
                 break
             continue
-        kind = _piece_kind(text, s, piece.end())
+        kind = _piece_kind(piece, s)
         if kind is None:
             break
-        if kind != "operator" or (text == "-" and lo == piece.end()):  # a sign written against the number
-            lo = piece.start()
+        if after_number and index == 0 and text[0].isalpha() and text not in ("i", "pi", "e"):
+            if not (len(text) == 1 and _OPERATOR_NEXT.match(s, piece.end())):
+                break
+        if kind != "operator":
+            edge = piece.end() if rightwards else piece.start()
+        elif not rightwards and text == "-" and edge == piece.end():  # a sign written against the number
+            edge = piece.start()
         last = kind
-    return lo
+    return edge
 
 
 def _balanced(s: str, lo: int, hi: int, start: int) -> tuple[int, int]:
