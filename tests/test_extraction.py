@@ -72,12 +72,25 @@ from pipeline_kit.grading.math_grader import equivalent
         ("The train leaves at 3:15 PM.", "3:15 PM"),
         ("the timer shows 10:30:00.", "10:30:00"),
         ("The answer is sqrt(2) meters.", "sqrt(2)"),
+        ("So the result is |x - 1|.", "|x - 1|"),
+        ("We get |x| + |y - 2|.", "|x| + |y - 2|"),
+        ("so it is log2(8) in the end", "log2(8)"),
+        ("we get 2 sqrt(3).", "2 sqrt(3)"),
+        ("The diagonal is 5√2 cm.", "5√2"),
+        ("So the area is 3π/4.", "3π/4"),
+        ("the mass is 3 × 10⁵ kg", "3 × 10⁵"),
+        ("We get 2½ cups.", "2½"),
+        ("the value is 10⁻³ exactly", "10⁻³"),
+        # a short response with English words in it is prose, not a formula to take whole
+        ("It is 5.", "5"),
+        ("so x is −5.", "−5"),
         # ... and no further: a unit against the number, a list, a parenthesis it is inside, a word
         ("the height is 5m.", "5"),
         ("it weighs 12kg", "12"),
         ("The roots are 1, 2 and 3.", "3"),
         ("the value (which is 5)", "5"),
         ("a 3-digit number", "3"),
+        ("Total | 42 |", "42"),  # a table's bars with spaces are no absolute value
         # a stated list joined by "and" is the list, not its first number ("and" is no prose there)
         ("The answer is 1, 2 and 3.", "1, 2 and 3"),
         ("Answer: x = 1 and x = 2", "x = 1 and x = 2"),
@@ -97,6 +110,10 @@ def test_extract_answer(text, answer):
         ("The train leaves at 3:15 PM.", "15:15", "15"),
         ("so the total is 2^10.", "1024", "10"),
         ("so it is log(8, 2) in the end", "3", "2"),
+        ("So the result is |x - 1|.", "|x-1|", "x-1"),
+        ("we get 2 sqrt(3).", "2\\sqrt{3}", "\\sqrt{3}"),
+        ("So the area is 3π/4.", "\\frac{3\\pi}{4}", "4"),
+        ("It is 5.", "5", "It is 5."),
     ],
 )
 def test_a_formula_at_the_end_of_prose_grades_as_its_value(text, expected, fragment):
@@ -127,6 +144,13 @@ def test_no_answer_is_none():
 def test_extraction_modes(text, boxed, auto):
     assert extract_answer(text, mode="boxed") == boxed
     assert extract_answer(text, mode="auto") == auto
+
+
+def test_a_formula_walk_ends_on_text_that_is_no_formula():
+    """A call cut back by an odd bar in it (the first looped for ever once) leaves the number; so does broken text."""
+    assert extract_answer("i)−sqrt(√³}sqrt(5 |) is  ∛∛³∛sqrt(·") == "5"
+    assert extract_answer("so abs(3 | 4) is it") == "4"
+    assert extract_answer("we get | 7 and |") == "7"
 
 
 def test_boxed_mode_takes_only_boxed_letters():

@@ -32,7 +32,10 @@ _MATH_TOKEN = re.compile(
     rf"|(?<![A-Za-z\d.,])(?:[+-]?\d{{1,3}}(?:,\d{{3}})+(?:\.\d+)?|[+-]?\d+,\d{{1,2}}(?![\d,])"
     rf"|[+-]?\d+[ \t]+\d+/\d+(?![\d/])|[+-]?(?:\d+(?:\.\d+)?|\.\d+)(?:/\d+)?){_PERCENT}"
 )
-_PROSE_WORD = re.compile(r"(?<![\\A-Za-z])[^\W\d_]{3,}|[\u3000-\u9fff\uac00-\ud7af]")
+# a word of prose: three letters or more, a short English word standing alone ("It is 5."), or CJK script
+_PROSE_WORD = re.compile(
+    r"(?<![\\A-Za-z])[^\W\d_]{3,}|(?<!\S)(?i:is|it|so|we|be|to|of|at|on|by|as|if|an)(?=\s)|[\u3000-\u9fff\uac00-\ud7af]"
+)
 _SHORT_ANSWER = 60  # a whole generation this short and not prose is its own answer ("42", "\frac{4}{23}")
 
 

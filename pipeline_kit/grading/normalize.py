@@ -17,6 +17,7 @@ _DOLLAR = re.compile(r"(?<!\\)\$")  # a $ that is no \$ (a dollar sign)
 _SPACING = re.compile(
     r"(?<!\\)\\(?:[!,;:> ]|q?quad(?![A-Za-z])|displaystyle(?![A-Za-z])|left(?![A-Za-z])|right(?![A-Za-z]))"
 )
+_LG = re.compile(r"\\lg(?![A-Za-z])")
 _DEGREES = re.compile(r"\^\s*(?:\{\s*\\circ\s*\}|\\circ)|°|\\degree(?![A-Za-z])")
 # 10,080 or 11,\! 111,\! 100 (MATH's thousands separators); only when the whole answer is such a number
 _THOUSANDS = re.compile(r"[+-]?[1-9]\d{0,2}(?:,(?:\\!\s?)?\d{3})+(?:\.\d+)?")
@@ -133,6 +134,7 @@ def canonical(text: str) -> str:
     if _THOUSANDS.fullmatch(s):
         s = re.sub(r",(?:\\!)?\s?", "", s)
     s = s.replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac")
+    s = _LG.sub(r"\\log", s) if "\\lg" in s else s  # \lg is the base-10 logarithm (ISO 80000-2), as \log is here
     s = _SPACING.sub(" ", s)
     s = _DEGREES.sub("", s)
     s = s.replace("\\$", "").replace("\\textdollar", "")

@@ -1,9 +1,9 @@
 """Plain-text function notation, as models and computer-algebra systems write answers (SymPy's printed forms:
 `sqrt(2)`, `Abs(x)`, `x**2`, `exp(x)`, `log(x, 2)`, `sin(x)**2`, `pi`, `oo`, and `I`/`E` in an expression with
-`*`), rewritten into the LaTeX the rest of the grader reads: `\\sqrt{2}`, `|x|`, `x^2`, `e^{x}`, `\\log_{2}(x)`,
-`\\sin(x)^2`, `\\pi`, `\\infty`, `i`, `e`; a power of several digits without braces
-(`2^10`) is `2^{10}`, as math-verify reads it. The function names are the ones of SymPy's documented printer and of
-LaTeX's math operators (sin … csc, arcsin …, sinh …, ln, log, exp)."""
+`*`; Python's `log2(x)`, `log10(x)`; Unicode `2√3`, `3π/4`, `x²`, `½`, `∞`), rewritten into the LaTeX the rest of
+the grader reads: `\\sqrt{2}`, `|x|`, `x^2`, `e^{x}`, `\\log_{2}(x)`, `\\sin(x)^2`, `\\pi`, `\\infty`, `i`, `e`; a power
+of several digits without braces (`2^10`) is `2^{10}`, as math-verify reads it. The function names are the ones of
+SymPy's documented printer and of LaTeX's math operators (sin … csc, arcsin …, sinh …, ln, log, exp)."""
 
 from __future__ import annotations
 
@@ -19,29 +19,56 @@ _PI = re.compile(r"(?<![\\A-Za-z])pi(?![A-Za-z])")
 _INFINITY = re.compile(r"(?<![\\A-Za-z])oo(?![A-Za-z])")
 _PAREN_POWER = re.compile(r"\^\s*\(")
 _SYMPY_CONSTANT = re.compile(r"(?<![\\A-Za-z])([IE])(?![A-Za-z])")
-# whether a string may hold any of the above: most answers do not, and are returned at once
-_HINT = re.compile(rf"\*|\^\s*\(|\^\d\d|(?<![\\A-Za-z])(?:{_NAMES}|pi|oo)\b")
+# Unicode mathematics as models write it in plain text: symbols, roots, superscript powers, vulgar fractions
+_SYMBOLS = {
+    "π": "\\pi ", "∞": "\\infty ", "·": "\\cdot ", "⋅": "\\cdot ", "×": "\\times ", "÷": "\\div ", "−": "-",
+    "≤": "\\le ", "≥": "\\ge ", "≠": "\\ne ", "±": "\\pm ", "∓": "\\mp ", "∈": "\\in ", "∪": "\\cup ",
+    "∩": "\\cap ", "∅": "\\emptyset ",
+}  # fmt: skip
+_SUPERSCRIPT_DIGITS = "⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺"
+_SUPERSCRIPT = re.compile(f"[{_SUPERSCRIPT_DIGITS}]+")
+_VULGAR = {"½": "1/2", "⅓": "1/3", "⅔": "2/3", "¼": "1/4", "¾": "3/4", "⅕": "1/5", "⅖": "2/5", "⅗": "3/5",
+           "⅘": "4/5", "⅙": "1/6", "⅚": "5/6", "⅛": "1/8", "⅜": "3/8", "⅝": "5/8", "⅞": "7/8"}  # fmt: skip
+_VULGAR_AFTER = re.compile(f"(\\d?)([{''.join(_VULGAR)}])")
+_SUPERSCRIPT_TABLE = str.maketrans(_SUPERSCRIPT_DIGITS, "0123456789-+")
+_ROOTS = {"√": "\\sqrt", "∛": "\\sqrt[3]", "∜": "\\sqrt[4]"}
+# a root sign and what it covers: a parenthesized or braced group, a number, a letter or a LaTeX name (\pi)
+_ROOT = re.compile(r"([√∛∜])\s*(\((?:[^()]|\([^()]*\))*\)|\{[^{}]*\}|\d+(?:\.\d+)?|\\[A-Za-z]+|[A-Za-z])")
+_UNICODE = re.compile(f"[{''.join(_SYMBOLS)}{''.join(_ROOTS)}{''.join(_VULGAR)}{_SUPERSCRIPT_DIGITS}]")
+# whether an ASCII string may hold any of the above: most answers do not, and are returned at once
+_HINT = re.compile(rf"\*|\^\s*\(|\^\d\d|(?<![\\A-Za-z])(?:(?:{_NAMES}|pi|oo|lg)\b|log_|log\d)")
+# a logarithm's base in its name, as Python and plain text write it: log2(x), log10(x), log_2(x), log_{b}(x); lg(x)
+# is the base-10 logarithm (ISO 80000-2), which LaTeX's \log already is here
+_LOG_BASE = re.compile(r"(?<![\\A-Za-z])(?:log(?:_\{?([A-Za-z0-9]+)\}?|(2|10))|(lg))(?=\s*\()")
 # a power of several digits without braces: 2^10 as plain text (and math-verify) reads it, not LaTeX's 2^{1}0
 _BARE_POWER = re.compile(r"\^(\d{2,})(?![\d.])")
 
 # the pieces of a plain-text formula around a number that prose states: numbers, names, operators, parentheses
-_PIECE = re.compile(r"\d+(?:\.\d+)?|[A-Za-z]+|\*\*|[-+*/^]|[()]|[ \t]+")
+_PIECE = re.compile(
+    rf"\d+(?:\.\d+)?|[ \t]+|{_LOG_BASE.pattern}|[A-Za-z]+|\*\*|[-+*/^·⋅×÷−]|[()|]|[{_SUPERSCRIPT_DIGITS}]+"
+    f"|[π∞{''.join(_ROOTS)}{''.join(_VULGAR)}]"
+)
 _FUNCTION = re.compile(rf"(?:{_NAMES})")
 _CALLED = re.compile(r"[ \t]*(?:\(|\^|\*\*)")  # what follows a function name in a call or its power
 _CALL_BEFORE = re.compile(rf"(?<![\\A-Za-z])(?:{_NAMES})[ \t]*(?:\^[ \t]*\d+[ \t]*)?$")
 _CLOCK = re.compile(r"(?<![\d:])\d{1,2}:\d{2}(?::\d{2})?(?:[ \t]*[AaPp]\.?[Mm]\b\.?)?")
-_OPERATOR = ("**", "-", "+", "*", "/", "^")
+_OPERATOR = ("**", "-", "+", "*", "/", "^", "·", "⋅", "×", "÷", "−")
 _PAREN = re.compile(r"[()]")
-_OPERATOR_NEXT = re.compile(r"[ \t]*(?:[-+*/^(]|\*\*)")
+_OPERATOR_NEXT = re.compile(r"[ \t]*(?:[-+*/^(·⋅×÷−]|\*\*)")
+# a product written with a space: a number, then a called function or a root sign (2 sqrt(3), 2 √3)
+_FACTOR_NEXT = re.compile(rf"(?:{_LOG_BASE.pattern}|{FUNCTION_CALL.pattern}|[{''.join(_ROOTS)}])")
 _REACH = 200
 
 
 def from_plain(s: str) -> str:
     """`s` with its plain-text function notation written as LaTeX (see the module's docstring); LaTeX as it is."""
-    if not _HINT.search(s):
+    if not s.isascii() and _UNICODE.search(s):
+        s = _from_unicode(s)
+    elif not _HINT.search(s):
         return s
     cas = "*" in s  # I and E are SymPy's imaginary unit and Euler's number only in a written-out expression
     s = s.replace("**", "^")
+    s = _LOG_BASE.sub(lambda m: "\\log" if m.group(3) else f"\\log_{{{m.group(1) or m.group(2)}}}", s)
     s = _rewrite(s, _CALL, lambda m, args: _latex_call(m.group(1), m.group(2), args))
     s = _rewrite(s, _PAREN_POWER, lambda m, exponent: f"^{{{exponent}}}")  # x^(1/2) is x^{1/2}
     s = _BARE_POWER.sub(r"^{\1}", s)
@@ -50,6 +77,18 @@ def from_plain(s: str) -> str:
     if cas:
         s = _SYMPY_CONSTANT.sub(lambda m: m.group(1).lower(), s)
     return s.strip()
+
+
+def _from_unicode(s: str) -> str:
+    """`s` with its Unicode mathematics written as LaTeX: 2√3 → 2\\sqrt{3}, x² → x^{2}, 3π/4 → 3\\pi /4, 2½ → 2 1/2."""
+    s = "".join(_SYMBOLS.get(c, c) for c in s)
+    s = _SUPERSCRIPT.sub(lambda m: "^{" + m.group().translate(_SUPERSCRIPT_TABLE) + "}", s)
+    s = _VULGAR_AFTER.sub(lambda m: m.group(1) + (" " if m.group(1) else "") + _VULGAR[m.group(2)], s)  # 2½: 2 1/2
+    return _ROOT.sub(lambda m: f"{_ROOTS[m.group(1)]}{{{_inside(m.group(2))}}}", s)
+
+
+def _inside(group: str) -> str:
+    return group[1:-1] if group[0] in "({" else group
 
 
 def _closing(s: str, start: int) -> int | None:
@@ -95,22 +134,25 @@ def formula_around(s: str, start: int, end: int) -> str:
     """The plain-text formula of which s[start:end], a number that prose states, is a part: `sqrt(2)/2` rather than
     its last 2, `3 + 2i` rather than 2, `2^10`, `log(8, 2)`, a clock time `3:15 PM`. Within its line, it takes in
     numbers, operators, parentheses, function names (called or raised to a power), `pi`, `e`, `i` and one-letter
-    variables; spaces only beside an operator, and never a word of prose, `=`, a comma outside a call or a letter
-    right after the number that is not `i`, `pi` or `e` or a variable with an operator after it (a unit: `5m`)."""
+    variables, absolute-value bars and Unicode mathematics (√, π, x²); spaces only beside an operator or between a
+    number and the function or root it multiplies (2 sqrt(3)), and never a word of prose, `=`, a comma outside a
+    call or a letter right after the number that is not `i`, `pi` or `e` or a variable with an operator after it (a
+    unit: `5m`)."""
     for clock in _CLOCK.finditer(s, max(0, start - 6), min(len(s), end + 9)):
         if clock.start() <= start and end <= clock.end():
             return clock.group().rstrip(".")
     # within its line, and at most _REACH characters either side
     line_start = max(s.rfind("\n", 0, start) + 1, start - _REACH)
     line_end = min(len(s) if (newline := s.find("\n", end)) == -1 else newline, end + _REACH)
-    lo, hi = start, end
+    lo, hi, calls = start, end, set()
     while True:
         lo, hi = _walk_left(s, lo, line_start), _walk_right(s, hi, line_end, after_number=hi == end)
-        lo, hi = _balanced(s, lo, hi, start)
+        lo, hi = _balanced(s, *_paired_bars(s, lo, hi, start), start)
         call = _enclosing_call(s, lo, hi, line_start)
-        if call is None:
+        if call is None or call in calls:  # a call cut back to the number's side (an odd bar in it) ends it too
             break
         lo, hi = call
+        calls.add(call)
     return s[lo:hi]
 
 
@@ -119,13 +161,18 @@ def _piece_kind(piece: re.Match, s: str) -> str | None:
     text = piece.group()
     if text in _OPERATOR:
         return "operator"
-    if text in "()":
+    if text in "()|":
         return "paren"
-    if text[0].isdigit() or text in ("pi", "e", "i") or len(text) == 1:
+    if text[0].isdigit() or text in ("pi", "e", "i") or len(text) == 1 or text[0] in _SUPERSCRIPT_DIGITS:
         return "operand"
-    if _FUNCTION.fullmatch(text) and _CALLED.match(s, piece.end()):
+    if (_FUNCTION.fullmatch(text) and _CALLED.match(s, piece.end())) or (text[0] == "l" and _log_call(piece, s)):
         return "operand"
     return None
+
+
+def _log_call(piece: re.Match, s: str) -> bool:
+    """Whether `piece` is a logarithm named with its base, or lg, before its parenthesis: log2(8), log_3(9)."""
+    return (log := _LOG_BASE.match(s, piece.start())) is not None and log.end() == piece.end()
 
 
 def _walk_right(s: str, pos: int, stop: int, after_number: bool) -> int:
@@ -169,7 +216,8 @@ def _reach(s: str, pieces: list[re.Match], edge: int, after_number: bool = False
         if text.isspace():
             beyond = pieces[index + 1].group() if index + 1 < len(pieces) else ""
             if not beyond or beyond.isspace() or (last != "operator" and beyond not in _OPERATOR):
-                break
+                if not (piece.start() and s[piece.start() - 1].isdigit() and _FACTOR_NEXT.match(s, piece.end())):
+                    break
             continue
         kind = _piece_kind(piece, s)
         if kind is None:
@@ -179,7 +227,7 @@ def _reach(s: str, pieces: list[re.Match], edge: int, after_number: bool = False
                 break
         if kind != "operator":
             edge = piece.end() if rightwards else piece.start()
-        elif not rightwards and text == "-" and edge == piece.end():  # a sign written against the number
+        elif not rightwards and text in "-−" and edge == piece.end():  # a sign written against the number
             edge = piece.start()
         last = kind
     return edge
@@ -203,6 +251,15 @@ def _balanced(s: str, lo: int, hi: int, start: int) -> tuple[int, int]:
             return _balanced(s, lo, i, start)
         lo = max(lo, i + 1)
     return lo, hi
+
+
+def _paired_bars(s: str, lo: int, hi: int, start: int) -> tuple[int, int]:
+    """[lo, hi) narrowed to the number's side of an absolute-value bar left without its partner: bars pair in turn
+    from the left (|x - 1| + |y|), and an odd one out is the last."""
+    if s.count("|", lo, hi) % 2 == 0:
+        return lo, hi
+    bars = [i for i in range(lo, hi) if s[i] == "|"]
+    return (bars[-1] + 1, hi) if bars[-1] < start else (lo, bars[-1])
 
 
 def _enclosing_call(s: str, lo: int, hi: int, stop: int) -> tuple[int, int] | None:
