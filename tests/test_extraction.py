@@ -96,6 +96,9 @@ from pipeline_kit.grading.math_grader import equivalent
         ("Answer: x = 1 and x = 2", "x = 1 and x = 2"),
         ("<answer>2 and 1</answer>", "2 and 1"),
         ("The answer is 3 and 4 apples.", "3"),
+        # after "the answer is", a number comes first: "5 and the remainder is 2" states 5, not 2
+        ("We find the answer is 5 and the remainder is 2.", "5"),
+        ("The answer: the sum is 12.", "12"),
     ],
 )
 def test_extract_answer(text, answer):

@@ -213,6 +213,38 @@ def test_contract_file(name: str):
         ("3 × 10³", "3000", True),
         ("6 ÷ 3", "2", True),
         ("x ≥ −1", "[-1, \\infty)", True),
+        ("∴ x = 5", "5", True),
+        # a set written by its condition is the set the condition states (gaokao's answers write sets so)
+        ("\\{x \\mid x > 2\\}", "(2, \\infty)", True),
+        ("\\{x|x\\geq 2\\}", "[2,+\\infty)", True),
+        ("\\{x \\mid -1 < x < 3\\}", "(-1,3)", True),
+        ("\\{x | x > 2\\}", "(-\\infty, 2)", False),
+        # a general solution with its integer parameter's range, against the same expression without it
+        ("k\\pi + \\frac{\\pi}{4}, k \\in \\mathbb{Z}", "\\frac{\\pi}{4} + k\\pi", True),
+        ("x = 2k\\pi (k \\in \\mathbb{Z})", "2\\pi k", True),
+        ("k\\pi + \\frac{\\pi}{4}, k \\in \\mathbb{Z}", "k\\pi - \\frac{\\pi}{4}", False),
+        # a repeating decimal is the fraction it equals
+        ("0.\\overline{3}", "\\frac{1}{3}", True),
+        ("0.1\\overline{6}", "\\frac{1}{6}", True),
+        ("1.\\overline{27}", "\\frac{14}{11}", True),
+        ("0.(3)", "\\frac{1}{3}", True),
+        ("0.\\overline{3}", "0.3", False),
+        # a trigonometric function of an angle in degrees (an angle alone stays its number of degrees: 90^\circ = 90)
+        ("\\cos 60^\\circ", "\\frac{1}{2}", True),
+        ("2\\sin 45^{\\circ}", "\\sqrt{2}", True),
+        ("\\sin(30°)", "0.5", True),
+        ("\\sin 30^\\circ", "\\frac{\\sqrt{3}}{2}", False),
+        # the empty set's symbols
+        ("\\varnothing", "\\emptyset", True),
+        ("\\{\\}", "\\emptyset", True),
+        ("\\emptyset", "\\{0\\}", False),
+        # a congruence's modulus however it is written; plain TeX's \choose; the real line in words
+        ("n \\equiv 1 \\pmod{3}", "n \\equiv 1 \\pmod 3", True),
+        ("n ≡ 1 (mod 3)", "n \\equiv 1 \\pmod{3}", True),
+        ("n \\equiv 1 \\pmod{3}", "n \\equiv 2 \\pmod 3", False),
+        ("{10 \\choose 3}", "120", True),
+        ("\\text{all real numbers}", "(-\\infty, \\infty)", True),
+        ("\\text{all real numbers}", "(0, \\infty)", False),
     ],
 )
 def test_rules(predicted, expected, correct):
@@ -247,6 +279,15 @@ def test_timeout_counts_as_incorrect_and_is_reported():
     assert time.monotonic() - start < 5
     assert signal.getsignal(signal.SIGALRM) is signal.SIG_DFL  # the handler is put back
     assert grade(Task("\\sqrt{8}", "2\\sqrt{2}"), timeout=0.5) == Verdict(True)
+
+
+def test_an_answer_sympy_recurses_on_is_incorrect_not_an_error():
+    """A college_math reference answer (a parametric vector sum over four matrices) against itself, boxed: sympy's
+    evalf ran out of stack on it, and grade() raised RecursionError."""
+    rows = (Path(__file__).parent / "data" / "benchmarks" / "college_math" / "test.jsonl").read_text().splitlines()
+    expected = next(json.loads(r)["expected_answer"] for r in rows if "left(1-r_{1}" in r)
+    predicted = extract_answer("So the answer is $\\boxed{" + expected.strip("$") + "}$.")
+    assert grade(Task(predicted, expected), timeout=None) == Verdict(False)
 
 
 def test_pool_grades_in_order_caches_and_times_out():

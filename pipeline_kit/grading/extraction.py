@@ -117,7 +117,7 @@ def _after_anchor(rest: str) -> str | None:
         return ", ".join(p for p in parts if p) or None
     line = re.split(r"\.(?:\s|$)|。", line, maxsplit=1)[0]
     m = re.match(r"(.{1,20}?)\s+(?:is|are|equals)\s+(?=\S)", line)
-    if m and _NAME.fullmatch(m.group(1).replace("the ", "").replace("The ", "")):
+    if m and not m.group(1)[0].isdigit() and _NAME.fullmatch(m.group(1).replace("the ", "").replace("The ", "")):
         line = line[m.end() :]  # "x is 5", "the sum equals 12"
     line = strip_wrappers(_BOLD.sub("", line))
     if _PROSE_WORD.search(_without_commands(and_list(line))):  # "1, 2 and 3" is a list, not prose

@@ -272,7 +272,7 @@ def _surely_different(a, b) -> bool:
         values = dict(zip(symbols, point, strict=False))
         try:
             x, y = complex(a.evalf(subs=values)), complex(b.evalf(subs=values))
-        except (TypeError, ValueError, ArithmeticError):
+        except (TypeError, ValueError, ArithmeticError, RecursionError):  # sympy recurses deep on long matrix sums
             return False
         if not (numeric.finite(x) and numeric.finite(y)) or abs(x - y) <= 1e-9 * max(1.0, abs(x), abs(y)):
             return False

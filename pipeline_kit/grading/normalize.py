@@ -8,6 +8,7 @@ import re
 from dataclasses import dataclass
 from fractions import Fraction
 
+from pipeline_kit.grading.answer_forms import in_radians, rewritten
 from pipeline_kit.grading.notation import from_plain
 
 # wrappers around a whole answer; `\boxed{...}` and `\fbox{...}` are unwrapped by _unwrap_command
@@ -136,7 +137,7 @@ def canonical(text: str) -> str:
     s = s.replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac")
     s = _LG.sub(r"\\log", s) if "\\lg" in s else s  # \lg is the base-10 logarithm (ISO 80000-2), as \log is here
     s = _SPACING.sub(" ", s)
-    s = _DEGREES.sub("", s)
+    s = _DEGREES.sub("", in_radians(s))  # \cos 60^\circ is 1/2; the angle 90^\circ is 90
     s = s.replace("\\$", "").replace("\\textdollar", "")
     for approx in ("\\approx", "≈"):  # 1/3 ≈ 0.333 states 1/3; x ≈ 11 states 11
         head, _, tail = s.partition(approx)
@@ -150,7 +151,7 @@ def canonical(text: str) -> str:
         if inner is None:
             break
         s = _strip_units(inner.strip())  # \text{5 cm}: the unit shows once the wrapper is gone
-    s = re.sub(r"\s+", " ", s)
+    s = re.sub(r"\s+", " ", rewritten(s))
     s = re.sub(r" ?([^A-Za-z ]) ?", r"\1", s)  # spaces only survive between letters (\pi r)
     s = _MEMBER_OF.sub("", s)  # x \in [-2, 7] → [-2,7]
     if _INT.fullmatch(s):

@@ -23,7 +23,7 @@ _SYMPY_CONSTANT = re.compile(r"(?<![\\A-Za-z])([IE])(?![A-Za-z])")
 _SYMBOLS = {
     "π": "\\pi ", "∞": "\\infty ", "·": "\\cdot ", "⋅": "\\cdot ", "×": "\\times ", "÷": "\\div ", "−": "-",
     "≤": "\\le ", "≥": "\\ge ", "≠": "\\ne ", "±": "\\pm ", "∓": "\\mp ", "∈": "\\in ", "∪": "\\cup ",
-    "∩": "\\cap ", "∅": "\\emptyset ",
+    "∩": "\\cap ", "∅": "\\emptyset ", "∴": "", "≡": "\\equiv ",
 }  # fmt: skip
 _SUPERSCRIPT_DIGITS = "⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺"
 _SUPERSCRIPT = re.compile(f"[{_SUPERSCRIPT_DIGITS}]+")

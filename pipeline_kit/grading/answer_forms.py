@@ -1,0 +1,64 @@
+"""Answer forms that say one thing in several ways, each rewritten to the form the other rules compare: a set written
+by its condition, a general solution with its integer parameter, a repeating decimal, an angle in degrees inside a
+trigonometric function, a congruence's modulus, {n \\choose k}, "all real numbers" and the empty set's symbols."""
+
+from __future__ import annotations
+
+import re
+from fractions import Fraction
+
+# {x | x > 2}, {x \mid -1 < x < 3}, {x : x \ge 0}: the condition on the one letter states the set
+_SET_BUILDER = re.compile(r"\\\{\s*([A-Za-z])\s*(?:\\mid|\\vert|\||:|\\colon)\s*(.+?)\s*\\\}")
+# ", k \in \mathbb{Z}", "(k\in\mathbf Z)", "\text{ where } n \in \mathbb{Z}": the parameter of a general solution
+_PARAMETER = re.compile(
+    r"\s*[,;]?\s*(?:\\(?:text|mathrm)\{\s*(?:where|for)\s*\}|\\quad|\\,)*\s*\(?\s*[A-Za-z]\s*\\in\s*"
+    r"\\(?:mathbb|mathbf|Bbb)\s*\{?\s*Z\s*\}?\s*\)?\s*$"
+)
+# 0.\overline{3}, 0.1\overline{6}, 1.\dot{3}, 0.(142857): the digits under the bar repeat for ever
+_REPEATING = re.compile(r"([+-]?)(\d*)\.(\d*)(?:\\overline\{(\d+)\}|\\dot\{?(\d)\}?|\((\d+)\))")
+# a trigonometric function of an angle in degrees: \cos 60^\circ, \sin(30°), \tan 45^{\circ}
+_TRIG_DEGREES = re.compile(
+    r"(\\(?:sin|cos|tan|sec|csc|cot))\s*(\()?\s*(\d+)\s*(?:\^\s*\{\s*\\circ\s*\}|\^\s*\\circ|°|\\degree(?![A-Za-z]))"
+    r"\s*(?(2)\))"
+)
+# a congruence's modulus however it is written: \pmod 3, \pmod{3}, (mod 3), (\text{mod } 3), \mod 3
+_MODULUS = re.compile(
+    r"\\pmod\s*\{\s*(\w+)\s*\}|\\pmod\s*(\w)|\(\s*(?:\\text\{\s*)?mod\s*\}?\s*(\w+)\s*\)|\\b?mod\s+(\w+)"
+)
+_CHOOSE = re.compile(r"\{?\s*(\w+)\s*\\choose\s*(\w+)\s*\}?")  # {10 \choose 3}: plain TeX's \binom{10}{3}
+_ALL_REALS = re.compile(r"all real numbers|all reals|every real number", re.I)
+_EMPTY_SET = re.compile(r"\\varnothing(?![A-Za-z])|\\\{\s*\\\}|\\O(?![A-Za-z])")
+
+
+def in_radians(s: str) -> str:
+    """`s` with each trigonometric function of whole degrees taking radians: \\cos 60^\\circ → \\cos(\\frac{\\pi}{180}
+    \\cdot 60). To be applied before degree signs elsewhere are dropped (90^\\circ as an answer is 90)."""
+    if "circ" not in s and "°" not in s and "degree" not in s:
+        return s
+    return _TRIG_DEGREES.sub(lambda m: f"{m.group(1)}(\\frac{{\\pi}}{{180}}\\cdot {m.group(3)})", s)
+
+
+def rewritten(s: str) -> str:
+    """`s` in the form the other rules compare: a congruence's modulus as \\pmod{m}, {n \\choose k} as \\binom{n}{k},
+    "all real numbers" as \\mathbb{R}, the condition of a set written by it, a general solution without its
+    parameter's range, a repeating decimal as the fraction it is, \\emptyset for the empty set."""
+    if "mod" in s:
+        s = _MODULUS.sub(lambda m: f"\\pmod{{{next(g for g in m.groups() if g)}}}", s)
+    if "choose" in s:
+        s = _CHOOSE.sub(r"\\binom{\1}{\2}", s)
+    if "real" in s and _ALL_REALS.fullmatch(s.strip()):
+        return "\\mathbb{R}"
+    if s.startswith("\\{") and (m := _SET_BUILDER.fullmatch(s)):
+        s = m.group(2)
+    if "Z" in s and "\\in" in s:  # (not \\infty alone)
+        s = _PARAMETER.sub("", s)
+    if "." in s and (m := _REPEATING.fullmatch(s)):
+        return _fraction(*m.groups())
+    return _EMPTY_SET.sub(r"\\emptyset", s) if "\\varnothing" in s or "\\{" in s or "\\O" in s else s
+
+
+def _fraction(sign: str, whole: str, fixed: str, *repeating_groups: str | None) -> str:
+    repeating = next(group for group in repeating_groups if group)
+    period = 10 ** len(repeating) - 1
+    value = int(whole or "0") + Fraction(int(fixed + repeating) - int(fixed or "0"), 10 ** len(fixed) * period)
+    return str(-value if sign == "-" else value)
