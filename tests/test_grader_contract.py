@@ -238,10 +238,17 @@ def test_contract_file(name: str):
         ("\\varnothing", "\\emptyset", True),
         ("\\{\\}", "\\emptyset", True),
         ("\\emptyset", "\\{0\\}", False),
+        # a set written with bare braces is a set (in any order); braces around one number or tuple only group
+        ("{3, 1, 2}", "1, 2, 3", True),
+        ("{(1,2), (3,4)}", "\\{(3,4), (1,2)\\}", True),
+        ("{1, 2}", "(2, 1)", False),
+        ("{10,\\!080}", "10080", True),
+        ("{(1,2)}", "(1,2)", True),
         # a congruence's modulus however it is written; plain TeX's \choose; the real line in words
         ("n \\equiv 1 \\pmod{3}", "n \\equiv 1 \\pmod 3", True),
         ("n ≡ 1 (mod 3)", "n \\equiv 1 \\pmod{3}", True),
         ("n \\equiv 1 \\pmod{3}", "n \\equiv 2 \\pmod 3", False),
+        ("p \\equiv 3 (\\bmod 4)", "p \\equiv 3 \\pmod{4}", True),
         ("{10 \\choose 3}", "120", True),
         ("\\text{all real numbers}", "(-\\infty, \\infty)", True),
         ("\\text{all real numbers}", "(0, \\infty)", False),

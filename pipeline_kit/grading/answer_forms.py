@@ -23,7 +23,7 @@ _TRIG_DEGREES = re.compile(
 )
 # a congruence's modulus however it is written: \pmod 3, \pmod{3}, (mod 3), (\text{mod } 3), \mod 3
 _MODULUS = re.compile(
-    r"\\pmod\s*\{\s*(\w+)\s*\}|\\pmod\s*(\w)|\(\s*(?:\\text\{\s*)?mod\s*\}?\s*(\w+)\s*\)|\\b?mod\s+(\w+)"
+    r"\\pmod\s*\{\s*(\w+)\s*\}|\\pmod\s*(\w)|\(\s*(?:\\text\{\s*|\\b?)?mod\s*\}?\s*(\w+)\s*\)|\\b?mod\s+(\w+)"
 )
 _CHOOSE = re.compile(r"\{?\s*(\w+)\s*\\choose\s*(\w+)\s*\}?")  # {10 \choose 3}: plain TeX's \binom{10}{3}
 _ALL_REALS = re.compile(r"all real numbers|all reals|every real number", re.I)

@@ -96,6 +96,8 @@ def strip_wrappers(text: str) -> str:
         inner = _unwrap_command(s, ("boxed", "fbox"))
         if inner is None and s.startswith("{") and matching_brace(s, 0) == len(s) - 1:
             inner = s[1:-1]  # {10,\!080}
+            if _a_set(inner):
+                return f"\\{{{inner.strip()}\\}}"
         if inner is None and s.startswith("[") and s.endswith("]") and s[1:-1].strip().startswith("$"):
             inner = s[1:-1]  # [$\sqrt{4}$]: brackets around the math, not an interval
         if inner is not None:
@@ -105,6 +107,11 @@ def strip_wrappers(text: str) -> str:
             s = s.strip("$").strip()  # one $ that closes nothing: 0.3333$ (a delimiter cut in half)
         if s == before:
             return s
+
+
+def _a_set(braced: str) -> bool:
+    """Whether what bare braces hold is a set's items, {3, 1, 2}, and not a group: {10,\\!080}, {(1, 2)}."""
+    return "," in braced and len(split_list(braced)) > 1 and not _THOUSANDS.fullmatch(braced.strip())
 
 
 def and_list(s: str) -> str:
@@ -148,6 +155,9 @@ def canonical(text: str) -> str:
         inner = _unwrap_command(s, _WRAPPING_COMMANDS)
         if inner is None and s.startswith("{") and matching_brace(s, 0) == len(s) - 1:
             inner = s[1:-1]
+            if _a_set(inner):
+                s = f"\\{{{inner}\\}}"
+                break
         if inner is None:
             break
         s = _strip_units(inner.strip())  # \text{5 cm}: the unit shows once the wrapper is gone
