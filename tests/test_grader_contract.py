@@ -243,6 +243,7 @@ def test_contract_file(name: str):
         ("{(1,2), (3,4)}", "\\{(3,4), (1,2)\\}", True),
         ("{1, 2}", "(2, 1)", False),
         ("{10,\\!080}", "10080", True),
+        ("{\\$32,348}", "\\$32,\\!348", True),
         ("{(1,2)}", "(1,2)", True),
         # a congruence's modulus however it is written; plain TeX's \choose; the real line in words
         ("n \\equiv 1 \\pmod{3}", "n \\equiv 1 \\pmod 3", True),

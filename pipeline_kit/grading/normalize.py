@@ -110,8 +110,11 @@ def strip_wrappers(text: str) -> str:
 
 
 def _a_set(braced: str) -> bool:
-    """Whether what bare braces hold is a set's items, {3, 1, 2}, and not a group: {10,\\!080}, {(1, 2)}."""
-    return "," in braced and len(split_list(braced)) > 1 and not _THOUSANDS.fullmatch(braced.strip())
+    """Whether what bare braces hold is a set's items, {3, 1, 2}, and not a group: {10,\\!080}, {\\$32,348},
+    {(1, 2)}."""
+    if "," not in braced or ",\\!" in braced or len(split_list(braced)) < 2:
+        return False
+    return not _THOUSANDS.fullmatch(braced.strip().removeprefix("\\$").removesuffix("\\%").strip())
 
 
 def and_list(s: str) -> str:
