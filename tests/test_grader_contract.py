@@ -272,6 +272,18 @@ def test_lists_in_any_order_when_the_problem_says_so():
     assert not lists_any_order("Enter the ordered pair $(a, b)$.") and not lists_any_order(None)
 
 
+def test_a_set_against_a_bare_list_is_decided_without_sympy():
+    """Item by item in any order, by the string rules: {1,-2} against -2, 1 once went to math-verify (ms each)."""
+    from pipeline_kit.grading.math_grader import quick_verdict
+
+    for predicted, expected, correct in [
+        ("{1,-2}", "-2,1", True),
+        ("\\{3,1,2\\}", "1, 2, 3", True),
+        ("\\{1,2\\}", "1, 3", False),
+    ]:
+        assert quick_verdict(Task(predicted, expected)) == Verdict(correct), (predicted, expected)
+
+
 def test_letter_against_its_option_text():
     options = (("A", "10"), ("B", "12"), ("C", "\\frac{1}{2}"))
     assert equivalent("12", "B", options)  # the text of the expected option

@@ -150,6 +150,10 @@ def equivalent(
             return _match_any_order(gp[2], ge[2], sympy)
         return _all_equal(zip(gp[2], ge[2], strict=True), sympy)
     items_p, items_e = nz.split_list(p), nz.split_list(e)
+    if not (gp and ge) and (gp or ge) and (gp or ge)[0] == "\\{":  # a set against a bare list: \{1,-2\}, -2, 1
+        members, listed = (gp[2], items_e) if gp else (ge[2], items_p)
+        if len(listed) == len(members):
+            return _match_any_order(listed, members, sympy)
     if 1 < len(items_e) <= _MAX_LIST and len(items_p) > 1:
         if len(items_p) != len(items_e):
             return False
