@@ -245,6 +245,13 @@ def test_contract_file(name: str):
         ("{10,\\!080}", "10080", True),
         ("{\\$32,348}", "\\$32,\\!348", True),
         ("{(1,2)}", "(1,2)", True),
+        # one \pm stands for its two answers, in any order (the quadratic formula's form against its roots)
+        ("x=\\frac{-1 \\pm \\sqrt{5}}{2}", "\\frac{-1-\\sqrt5}{2}, \\frac{-1+\\sqrt5}{2}", True),
+        ("1+\\sqrt{19}, 1-\\sqrt{19}", "1 \\pm \\sqrt{19}", True),
+        ("\\frac{-1 \\mp \\sqrt{5}}{2}", "\\frac{-1 \\pm \\sqrt{5}}{2}", True),
+        ("±3", "3, -3", True),
+        ("\\pm 2", "2", False),
+        ("1 \\pm i", "1+i, 2-i", False),
         # a congruence's modulus however it is written; plain TeX's \choose; the real line in words
         ("n \\equiv 1 \\pmod{3}", "n \\equiv 1 \\pmod 3", True),
         ("n ≡ 1 (mod 3)", "n \\equiv 1 \\pmod{3}", True),

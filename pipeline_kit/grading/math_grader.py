@@ -121,6 +121,11 @@ def equivalent(
         if bp and be:
             return bp == be
         return (bp or be)[0] == (e if bp else p).lower()
+    if "pm" in p or "pm" in e or "mp" in p or "mp" in e:  # x = \frac{-1 \pm \sqrt{5}}{2}: its two solutions
+        both_p, both_e = nz.plus_minus(p), nz.plus_minus(e)
+        if both_p or both_e:
+            items_p, items_e = both_p or nz.split_list(p), both_e or nz.split_list(e)
+            return len(items_p) == len(items_e) == 2 and _match_any_order(items_p, items_e, sympy)
     np_, ne = nz.parse_number(p), nz.parse_number(e)
     if np_ is not None and ne is not None:
         return nz.numbers_equal(np_, ne)

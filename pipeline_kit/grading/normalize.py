@@ -62,6 +62,7 @@ _FIXED_ORDER = re.compile(
     re.I,
 )
 
+_PLUS_MINUS = re.compile(r"\\[pm]{2}(?![A-Za-z])")  # \pm or \mp (± and ∓ are written so by from_plain)
 _INT = re.compile(r"[+-]?\d+")
 _DECIMAL = re.compile(r"[+-]?(?:\d+\.\d*|\.\d+)")
 _SCIENTIFIC = re.compile(r"([+-]?(?:\d+\.?\d*|\.\d+))(?:[eE]|\\times10\^|\\cdot10\^)\{?([+-]?\d{1,3})\}?")
@@ -339,6 +340,16 @@ def bracket_items(s: str) -> tuple[str, str, list[str]] | None:
             return None
     items = split_list(m.group(2))
     return (m.group(1), m.group(3), items) if depth == 0 and len(items) > 1 else None
+
+
+def plus_minus(s: str) -> list[str] | None:
+    """The two answers one `\\pm` (or `\\mp`) stands for, + first (- first for \\mp): `1\\pm\\sqrt{2}` →
+    [`1+\\sqrt{2}`, `1-\\sqrt{2}`]; None without exactly one, or beside a list."""
+    found = _PLUS_MINUS.findall(s)
+    if len(found) != 1 or len(split_list(s)) > 1:
+        return None
+    first, second = ("+", "-") if found[0] == "\\pm" else ("-", "+")
+    return [_PLUS_MINUS.sub(first, s), _PLUS_MINUS.sub(second, s)]
 
 
 def in_base(s: str) -> tuple[str, int] | None:
