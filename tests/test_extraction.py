@@ -81,6 +81,7 @@ from pipeline_kit.grading.math_grader import equivalent
         ("the mass is 3 × 10⁵ kg", "3 × 10⁵"),
         ("We get 2½ cups.", "2½"),
         ("the value is 10⁻³ exactly", "10⁻³"),
+        ("The answer is Matrix([[1, 2], [3, 4]]).", "Matrix([[1, 2], [3, 4]])"),
         # a short response with English words in it is prose, not a formula to take whole
         ("It is 5.", "5"),
         ("so x is −5.", "−5"),

@@ -252,6 +252,16 @@ def test_contract_file(name: str):
         ("±3", "3, -3", True),
         ("\\pm 2", "2", False),
         ("1 \\pm i", "1+i, 2-i", False),
+        # SymPy's printed objects (a tool-integrated answer's print()), Python's matrices, vectors in angle brackets
+        ("Rational(1, 3)", "\\frac{1}{3}", True),
+        ("Interval.open(0, 1)", "(0, 1)", True),
+        ("Interval.open(0, 1)", "[0, 1]", False),
+        ("Union(Interval.open(-oo, 1), Interval.open(2, oo))", "x<1 \\text{ or } x>2", True),
+        ("FiniteSet(1, 2)", "\\{2, 1\\}", True),
+        ("Matrix([[1, 2], [3, 4]])", "\\begin{pmatrix}1&2\\\\3&4\\end{pmatrix}", True),
+        ("[[1, 2], [3, 5]]", "\\begin{pmatrix}1&2\\\\3&4\\end{pmatrix}", False),
+        ("\\langle 1, 2, 3 \\rangle", "(1, 2, 3)", True),
+        ("<1, 2, 3>", "(1, 2, 4)", False),
         # a congruence's modulus however it is written; plain TeX's \choose; the real line in words
         ("n \\equiv 1 \\pmod{3}", "n \\equiv 1 \\pmod 3", True),
         ("n ≡ 1 (mod 3)", "n \\equiv 1 \\pmod{3}", True),

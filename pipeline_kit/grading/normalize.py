@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from pipeline_kit.grading.answer_forms import in_radians, rewritten
-from pipeline_kit.grading.notation import from_plain
+from pipeline_kit.grading.notation import from_plain, split_list
 
 # wrappers around a whole answer; `\boxed{...}` and `\fbox{...}` are unwrapped by _unwrap_command
 _DELIMITERS = (("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]"))
@@ -309,21 +309,6 @@ def choice_letter(s: str) -> str | None:
     """The letter of a multiple-choice answer written as B, (B), \\text{(B)} or \\textbf{B} (canonical), else None."""
     m = _LETTER.fullmatch(s)
     return m.group(1) if m else None
-
-
-def split_list(s: str) -> list[str]:
-    """`s` split at its top-level commas (not inside (), [], {} or \\{ \\}); one item when it has none."""
-    items, depth, start = [], 0, 0
-    for i, ch in enumerate(s):
-        if ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-        elif ch == "," and depth == 0:
-            items.append(s[start:i].strip())
-            start = i + 1
-    items.append(s[start:].strip())
-    return items
 
 
 def bracket_items(s: str) -> tuple[str, str, list[str]] | None:

@@ -1,19 +1,22 @@
 """Plain-text function notation, as models and computer-algebra systems write answers (SymPy's printed forms:
 `sqrt(2)`, `Abs(x)`, `x**2`, `exp(x)`, `log(x, 2)`, `sin(x)**2`, `pi`, `oo`, and `I`/`E` in an expression with
-`*`; Python's `log2(x)`, `log10(x)`; Unicode `2√3`, `3π/4`, `x²`, `½`, `∞`), rewritten into the LaTeX the rest of
-the grader reads: `\\sqrt{2}`, `|x|`, `x^2`, `e^{x}`, `\\log_{2}(x)`, `\\sin(x)^2`, `\\pi`, `\\infty`, `i`, `e`; a power
-of several digits without braces (`2^10`) is `2^{10}`, as math-verify reads it. The function names are the ones of
-SymPy's documented printer and of LaTeX's math operators (sin … csc, arcsin …, sinh …, ln, log, exp)."""
+`*`, `Rational(1, 3)`, `Interval.open(0, 1)`, `FiniteSet(1, 2)`, `Union(...)`, `Matrix([[1, 2], [3, 4]])`; Python's
+`log2(x)`, `log10(x)`, `[[1, 2], [3, 4]]`; Unicode `2√3`, `3π/4`, `x²`, `½`, `∞`), rewritten into the LaTeX the rest
+of the grader reads: `\\sqrt{2}`, `|x|`, `x^2`, `e^{x}`, `\\log_{2}(x)`, `\\sin(x)^2`, `\\pi`, `\\infty`, `i`, `e`,
+`\\frac{1}{3}`, `(0, 1)`, `\\{1, 2\\}`, `pmatrix`; a power of several digits without braces (`2^10`) is `2^{10}`, as
+math-verify reads it. The function names are the ones of SymPy's documented printer and of LaTeX's math operators
+(sin … csc, arcsin …, sinh …, ln, log, exp)."""
 
 from __future__ import annotations
 
 import re
 
+_SYMPY_NAMES = r"Rational|Integer|Interval(?:\.(?:open|Lopen|Ropen))?|FiniteSet|Union|Matrix"
 _NAMES = "sqrt|cbrt|Abs|abs|exp|ln|log|asin|acos|atan|sin|cos|tan|sec|csc|cot|arcsin|arccos|arctan|sinh|cosh|tanh"
 # a call `name(` (optionally a power first: sin^2(x), sin**2(x)), never part of a longer word or a LaTeX command
 _CALL = re.compile(rf"(?<![\\A-Za-z])({_NAMES})\s*(\^\s*\{{?\d+\}}?|\^\s*\d+)?\s*\(")
 # a function name as plain text writes it before its argument or power: no prose word (extraction.py)
-FUNCTION_CALL = re.compile(rf"(?<![\\A-Za-z])(?:{_NAMES})(?=\s*[(^*])")
+FUNCTION_CALL = re.compile(rf"(?<![\\A-Za-z])(?:{_NAMES}|{_SYMPY_NAMES})(?=\s*[(^*])")
 _INVERSE = {"asin": "arcsin", "acos": "arccos", "atan": "arctan"}
 _PI = re.compile(r"(?<![\\A-Za-z])pi(?![A-Za-z])")
 _INFINITY = re.compile(r"(?<![\\A-Za-z])oo(?![A-Za-z])")
@@ -36,10 +39,18 @@ _ROOTS = {"√": "\\sqrt", "∛": "\\sqrt[3]", "∜": "\\sqrt[4]"}
 _ROOT = re.compile(r"([√∛∜])\s*(\((?:[^()]|\([^()]*\))*\)|\{[^{}]*\}|\d+(?:\.\d+)?|\\[A-Za-z]+|[A-Za-z])")
 _UNICODE = re.compile(f"[{''.join(_SYMBOLS)}{''.join(_ROOTS)}{''.join(_VULGAR)}{_SUPERSCRIPT_DIGITS}]")
 # whether an ASCII string may hold any of the above: most answers do not, and are returned at once
-_HINT = re.compile(rf"\*|\^\s*\(|\^\d\d|(?<![\\A-Za-z])(?:(?:{_NAMES}|pi|oo|lg)\b|log_|log\d)")
+_SYMPY_HINT = re.compile(r"Rational|Integer|Interval|FiniteSet|Union|Matrix|EmptySet|Reals|\[\s*\[")
+_HINT = re.compile(rf"\*|\^\s*\(|\^\d\d|(?<![\\A-Za-z])(?:(?:{_NAMES}|pi|oo|lg)\b|log_|log\d)|{_SYMPY_HINT.pattern}")
 # a logarithm's base in its name, as Python and plain text write it: log2(x), log10(x), log_2(x), log_{b}(x); lg(x)
 # is the base-10 logarithm (ISO 80000-2), which LaTeX's \log already is here
 _LOG_BASE = re.compile(r"(?<![\\A-Za-z])(?:log(?:_\{?([A-Za-z0-9]+)\}?|(2|10))|(lg))(?=\s*\()")
+# SymPy's printed sets, intervals, rationals and matrices (what print() shows in a tool-integrated answer)
+_SYMPY_OBJECT = re.compile(rf"(?<![\\A-Za-z.])({_SYMPY_NAMES})\s*\(")
+_INTERVAL_BRACKETS = {"Interval": "[]", "Interval.open": "()", "Interval.Lopen": "(]", "Interval.Ropen": "[)"}
+_SYMPY_CONSTANTS = {"EmptySet": "\\emptyset", "S.EmptySet": "\\emptyset", "Reals": "\\mathbb{R}",
+                    "S.Reals": "\\mathbb{R}", "Integers": "\\mathbb{Z}", "S.Integers": "\\mathbb{Z}"}  # fmt: skip
+# a list of lists as Python prints a matrix: [[1, 2], [3, 4]]
+_NESTED_LIST = re.compile(r"\[\s*\[.*\]\s*\]", re.S)
 # a power of several digits without braces: 2^10 as plain text (and math-verify) reads it, not LaTeX's 2^{1}0
 _BARE_POWER = re.compile(r"\^(\d{2,})(?![\d.])")
 
@@ -70,6 +81,11 @@ def from_plain(s: str) -> str:
     s = s.replace("**", "^")
     s = _LOG_BASE.sub(lambda m: "\\log" if m.group(3) else f"\\log_{{{m.group(1) or m.group(2)}}}", s)
     s = _rewrite(s, _CALL, lambda m, args: _latex_call(m.group(1), m.group(2), args))
+    if _SYMPY_HINT.search(s):
+        s = _SYMPY_CONSTANTS.get(s.strip(), s)
+        s = _rewrite(s, _SYMPY_OBJECT, lambda m, args: _latex_object(m.group(1), args))
+        if _NESTED_LIST.fullmatch(s.strip()):
+            s = _matrix(s.strip()) or s
     s = _rewrite(s, _PAREN_POWER, lambda m, exponent: f"^{{{exponent}}}")  # x^(1/2) is x^{1/2}
     s = _BARE_POWER.sub(r"^{\1}", s)
     s = _PI.sub(r"\\pi ", s)
@@ -89,6 +105,21 @@ def _from_unicode(s: str) -> str:
 
 def _inside(group: str) -> str:
     return group[1:-1] if group[0] in "({" else group
+
+
+def split_list(s: str) -> list[str]:
+    """`s` split at its top-level commas (not inside (), [], {} or \\{ \\}); one item when it has none."""
+    items, depth, start = [], 0, 0
+    for i, ch in enumerate(s):
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            items.append(s[start:i].strip())
+            start = i + 1
+    items.append(s[start:].strip())
+    return items
 
 
 def _closing(s: str, start: int) -> int | None:
@@ -128,6 +159,43 @@ def _latex_call(name: str, power: str | None, args: str) -> str:
         value, _, base = args.rpartition(",")
         return f"\\log_{{{base.strip()}}}{power}({value.strip()})"
     return f"\\{_INVERSE.get(name, name)}{power}({args})"
+
+
+def _latex_object(name: str, args: str) -> str:
+    """The LaTeX of SymPy's printed Rational(1, 3), Interval.open(0, 1), FiniteSet(1, 2), Union(A, B), Matrix(...)."""
+    items = split_list(args)
+    if name == "Rational" and len(items) == 2:
+        return f"\\frac{{{items[0]}}}{{{items[1]}}}"
+    if name == "Integer" and len(items) == 1:
+        return items[0]
+    if name in _INTERVAL_BRACKETS and len(items) == 2:
+        left, right = _INTERVAL_BRACKETS[name]
+        return f"{left}{items[0]}, {items[1]}{right}"
+    if name == "FiniteSet":
+        return f"\\{{{', '.join(items)}\\}}"
+    if name == "Union" and len(items) > 1:
+        return " \\cup ".join(items)
+    if name == "Matrix" and len(items) == 1:
+        return _matrix(items[0]) or f"{name}({args})"
+    return f"{name}({args})"
+
+
+def _matrix(rows_text: str) -> str | None:
+    """pmatrix LaTeX for a list of rows ([[1, 2], [3, 4]]) or a column ([1, 2, 3], as SymPy's Matrix reads it); None
+    unless every row is a bracketed list of the same length."""
+    if not (rows_text.startswith("[") and rows_text.endswith("]")):
+        return None
+    rows = split_list(rows_text[1:-1])
+    if all(row.startswith("[") and row.endswith("]") for row in rows):
+        cells = [split_list(row[1:-1]) for row in rows]
+    elif not any("[" in row for row in rows):
+        cells = [[row] for row in rows]
+    else:
+        return None
+    if len({len(row) for row in cells}) != 1 or not all(all(cells_row) for cells_row in cells):
+        return None
+    body = " \\\\ ".join(" & ".join(row) for row in cells)
+    return f"\\begin{{pmatrix}}{body}\\end{{pmatrix}}"
 
 
 def formula_around(s: str, start: int, end: int) -> str:
