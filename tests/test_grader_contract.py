@@ -214,6 +214,8 @@ def test_contract_file(name: str):
         ("6 ÷ 3", "2", True),
         ("x ≥ −1", "[-1, \\infty)", True),
         ("∴ x = 5", "5", True),
+        ("€12.50", "12.5", True),
+        ("¥1,000", "1000", True),
         # a set written by its condition is the set the condition states (gaokao's answers write sets so)
         ("\\{x \\mid x > 2\\}", "(2, \\infty)", True),
         ("\\{x|x\\geq 2\\}", "[2,+\\infty)", True),

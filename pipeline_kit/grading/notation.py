@@ -27,6 +27,7 @@ _SYMBOLS = {
     "π": "\\pi ", "∞": "\\infty ", "·": "\\cdot ", "⋅": "\\cdot ", "×": "\\times ", "÷": "\\div ", "−": "-",
     "≤": "\\le ", "≥": "\\ge ", "≠": "\\ne ", "±": "\\pm ", "∓": "\\mp ", "∈": "\\in ", "∪": "\\cup ",
     "∩": "\\cap ", "∅": "\\emptyset ", "∴": "", "≡": "\\equiv ",
+    "€": "", "£": "", "¥": "", "₹": "",  # a currency sign, as \\$ is dropped
 }  # fmt: skip
 _SUPERSCRIPT_DIGITS = "⁰¹²³⁴⁵⁶⁷⁸⁹⁻⁺"
 _SUPERSCRIPT = re.compile(f"[{_SUPERSCRIPT_DIGITS}]+")
