@@ -215,6 +215,11 @@ def test_contract_file(name: str):
         ("x ≥ −1", "[-1, \\infty)", True),
         ("∴ x = 5", "5", True),
         ("€12.50", "12.5", True),
+        # a list that ends in an ellipsis goes on: it is not the finite list (a decimal's "..." is only cut off)
+        ("1, 2, 3, ...", "1, 2, 3", False),
+        ("1, 2, 3, ...", "1, 2, 3, \\ldots", True),
+        ("0, 3, 6, \\cdots, 6048", "0, 3, 6, \\dots, 6048", True),
+        ("0.333...", "0.333", True),
         ("¥1,000", "1000", True),
         # a set written by its condition is the set the condition states (gaokao's answers write sets so)
         ("\\{x \\mid x > 2\\}", "(2, \\infty)", True),

@@ -14,6 +14,8 @@ from pipeline_kit.grading.notation import from_plain, split_list
 # wrappers around a whole answer; `\boxed{...}` and `\fbox{...}` are unwrapped by _unwrap_command
 _DELIMITERS = (("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]"))
 _WRAPPING_COMMANDS = ("boxed", "fbox", "text", "textbf", "textrm", "mathrm", "mathbf", "mbox", "textit", "mathit")
+_DOTS = re.compile(r"\\[lc]?dots(?![A-Za-z])|…")
+_ELLIPSIS_END = re.compile(r"[,\s](?:\.\.\.|…)\s*$")
 _DOLLAR = re.compile(r"(?<!\\)\$")  # a $ that is no \$ (a dollar sign)
 _SPACING = re.compile(
     r"(?<!\\)\\(?:[!,;:> ]|q?quad(?![A-Za-z])|displaystyle(?![A-Za-z])|left(?![A-Za-z])|right(?![A-Za-z]))"
@@ -103,7 +105,8 @@ def strip_wrappers(text: str) -> str:
             inner = s[1:-1]  # [$\sqrt{4}$]: brackets around the math, not an interval
         if inner is not None:
             s = inner.strip()
-        s = s.rstrip(" .,;\\").strip() if not s.endswith("\\\\") else s
+        if not s.endswith("\\\\") and not _ELLIPSIS_END.search(s):  # 1, 2, 3, ... goes on: no full stop
+            s = s.rstrip(" .,;\\").strip()
         if len(_DOLLAR.findall(s)) == 1 and (s.startswith("$") or s.endswith("$")):
             s = s.strip("$").strip()  # one $ that closes nothing: 0.3333$ (a delimiter cut in half)
         if s == before:
@@ -146,6 +149,7 @@ def canonical(text: str) -> str:
     if _THOUSANDS.fullmatch(s):
         s = re.sub(r",(?:\\!)?\s?", "", s)
     s = s.replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac")
+    s = _DOTS.sub("...", s) if "dots" in s or "…" in s else s  # \ldots, \cdots, \dots, …: one ellipsis
     s = _LG.sub(r"\\log", s) if "\\lg" in s else s  # \lg is the base-10 logarithm (ISO 80000-2), as \log is here
     s = _SPACING.sub(" ", s)
     s = _DEGREES.sub("", in_radians(s))  # \cos 60^\circ is 1/2; the angle 90^\circ is 90
