@@ -241,6 +241,8 @@ def test_contract_file(name: str):
         ("2\\sin 45^{\\circ}", "\\sqrt{2}", True),
         ("\\sin(30°)", "0.5", True),
         ("\\sin 30^\\circ", "\\frac{\\sqrt{3}}{2}", False),
+        ("\\sin^2 30^\\circ", "\\frac{1}{4}", True),
+        ("2(\\cos 60^\\circ + i \\sin 60^\\circ)", "1+\\sqrt{3}i", True),
         # the empty set's symbols
         ("\\varnothing", "\\emptyset", True),
         ("\\{\\}", "\\emptyset", True),

@@ -17,9 +17,10 @@ _PARAMETER = re.compile(
 )
 # 0.\overline{3}, 0.1\overline{6}, 1.\dot{3}, 0.(142857): the digits under the bar repeat for ever
 _REPEATING = re.compile(r"([+-]?)(\d*)\.(\d*)(?:\\overline\{(\d+)\}|\\dot\{?(\d)\}?|\((\d+)\))")
-# a trigonometric function of an angle in degrees: \cos 60^\circ, \sin(30°), \tan 45^{\circ}
+# a trigonometric function of an angle in degrees: \cos 60^\circ, \sin(30°), \tan 45^{\circ}, \sin^2 30^\circ
 _TRIG_DEGREES = re.compile(
-    r"(\\(?:sin|cos|tan|sec|csc|cot))\s*(\()?\s*(\d+)\s*(?:\^\s*\{\s*\\circ\s*\}|\^\s*\\circ|°|\\degree(?![A-Za-z]))"
+    r"(\\(?:sin|cos|tan|sec|csc|cot)(?:\^\s*\{?\d\}?)?)\s*(\()?\s*(\d+)\s*"
+    r"(?:\^\s*\{\s*\\circ\s*\}|\^\s*\\circ|°|\\degree(?![A-Za-z]))"
     r"\s*(?(2)\))"
 )
 # a congruence's modulus however it is written: \pmod 3, \pmod{3}, (mod 3), (\text{mod } 3), \mod 3
