@@ -336,6 +336,22 @@ def test_an_answer_sympy_recurses_on_is_incorrect_not_an_error():
     assert grade(Task(predicted, expected), timeout=None) == Verdict(False)
 
 
+@pytest.mark.parametrize(
+    "answer",
+    [
+        " " * 5000 + "x \\in \\mathbb{Z}" + " " * 5000 + "a",  # a general solution's pattern took minutes on this
+        "0." + "1" * 5000 + "\\overline{3}",  # past Python's 4,300-digit limit for int(): a ValueError
+        "\\sin" + " " * 6000 + "30^\\circ",
+        "<" + "1, " * 3000,
+        "\\{x |" + " " * 6000 + "x>1\\}",
+    ],
+    ids=["spaces-parameter", "long-repeating-decimal", "spaces-degrees", "open-angle-vector", "spaces-set-builder"],
+)
+def test_long_strange_answers_are_graded_not_stuck(answer):
+    """Answer forms' patterns on long input: a verdict (these take milliseconds; 5 s is only the guard)."""
+    assert grade(Task(answer, "1"), timeout=5.0) == Verdict(False)
+
+
 def test_pool_grades_in_order_caches_and_times_out():
     grader_pool._cache.clear()
     tasks = [Task("\\frac{\\cos x}{\\sin x}", "\\cot x"), Task("3^{3^{20}}", "x+\\sqrt{2}"), Task("12", "12")] * 3

@@ -16,12 +16,13 @@ _PARAMETER = re.compile(
     r"\\(?:mathbb|mathbf|Bbb)\s*\{?\s*Z\s*\}?\s*\)?\s*$"
 )
 # 0.\overline{3}, 0.1\overline{6}, 1.\dot{3}, 0.(142857): the digits under the bar repeat for ever
+_LONGEST_DECIMAL = 60  # longer digit strings are no one's answer (and past 4,300 digits int() refuses them)
 _REPEATING = re.compile(r"([+-]?)(\d*)\.(\d*)(?:\\overline\{(\d+)\}|\\dot\{?(\d)\}?|\((\d+)\))")
 # a trigonometric function of an angle in degrees: \cos 60^\circ, \sin(30°), \tan 45^{\circ}, \sin^2 30^\circ
 _TRIG_DEGREES = re.compile(
-    r"(\\(?:sin|cos|tan|sec|csc|cot)(?:\^\s*\{?\d\}?)?)\s*(\()?\s*(\d+)\s*"
+    r"(\\(?:sin|cos|tan|sec|csc|cot)(?:\^\s*\{?\d\}?)?)\s*(?:(\()\s*)?(\d+)\s*"
     r"(?:\^\s*\{\s*\\circ\s*\}|\^\s*\\circ|°|\\degree(?![A-Za-z]))"
-    r"\s*(?(2)\))"
+    r"(?(2)\s*\))"
 )
 # a congruence's modulus however it is written: \pmod 3, \pmod{3}, (mod 3), (\text{mod } 3), \mod 3
 _MODULUS = re.compile(
@@ -46,20 +47,21 @@ def rewritten(s: str) -> str:
     """`s` in the form the other rules compare: a vector in angle brackets as a tuple, a congruence's modulus as
     \\pmod{m}, {n \\choose k} as \\binom{n}{k}, "all real numbers" as \\mathbb{R}, the condition of a set written by
     it, a general solution without its parameter's range, a repeating decimal as the fraction it is, \\emptyset for
-    the empty set."""
+    the empty set. Each run of whitespace in `s` must be one space already: on long runs, the patterns here would
+    take quadratic time."""
     if "mod" in s:
         s = _MODULUS.sub(lambda m: f"\\pmod{{{next(g for g in m.groups() if g)}}}", s)
     if "choose" in s:
         s = _CHOOSE.sub(r"\\binom{\1}{\2}", s)
     if "real" in s and _ALL_REALS.fullmatch(s.strip()):
         return "\\mathbb{R}"
-    if ("angle" in s or "<" in s or "⟨" in s) and (m := _ANGLE_VECTOR.fullmatch(s.strip())):
+    if s.rstrip().endswith((">", "rangle", "⟩")) and (m := _ANGLE_VECTOR.fullmatch(s.strip())):
         return f"({m.group(1)})"
     if s.startswith("\\{") and (m := _SET_BUILDER.fullmatch(s)):
         s = m.group(2)
     if "Z" in s and "\\in" in s:  # (not \\infty alone)
         s = _PARAMETER.sub("", s)
-    if "." in s and (m := _REPEATING.fullmatch(s)):
+    if "." in s and len(s) < _LONGEST_DECIMAL and (m := _REPEATING.fullmatch(s)):
         return _fraction(*m.groups())
     return _EMPTY_SET.sub(r"\\emptyset", s) if "\\varnothing" in s or "\\{" in s or "\\O" in s else s
 

@@ -169,7 +169,7 @@ def canonical(text: str) -> str:
         if inner is None:
             break
         s = _strip_units(inner.strip())  # \text{5 cm}: the unit shows once the wrapper is gone
-    s = re.sub(r"\s+", " ", rewritten(s))
+    s = rewritten(re.sub(r"\s+", " ", s))
     s = re.sub(r" ?([^A-Za-z ]) ?", r"\1", s)  # spaces only survive between letters (\pi r)
     s = _MEMBER_OF.sub("", s)  # x \in [-2, 7] → [-2,7]
     if _INT.fullmatch(s):
