@@ -8,8 +8,9 @@ import re
 
 from pipeline_kit.grading.boxes import BOX_JOINER, boxed_content, boxes, final_boxed, last_boxed  # noqa: F401  (callers take them from here too)
 from pipeline_kit.grading.choices import letter_first, stated_letter
+from pipeline_kit.grading.formula import formula_around
 from pipeline_kit.grading.normalize import and_list, strip_wrappers
-from pipeline_kit.grading.notation import FUNCTION_CALL, formula_around
+from pipeline_kit.grading.notation import FUNCTION_CALL
 
 _FINAL = re.compile(r"final answer(?: is)?\s*[:：]?", re.I)
 _HASHES = re.compile(r"^\s*####\s*(.+?)\s*$", re.M)
@@ -50,7 +51,7 @@ def extract_answer(text: str | None, multiple_choice: bool = False, mode: str = 
     (choices.stated_letter). mode "auto", by the first rule that finds one: the last box; "The final answer is X"
     (without "I hope it is correct", a closing period or $); "#### X"; "the answer is X" / "Answer: X" (also
     réponse, respuesta, Antwort, 答案); the whole text when it is a short formula; the last $…$ that is not prose;
-    the last number, or the plain-text formula it is part of (notation.formula_around). With `multiple_choice`, a
+    the last number, or the plain-text formula it is part of (formula.formula_around). With `multiple_choice`, a
     letter A-J comes first: a boxed letter, and in auto mode a stated one, then the last "(B)". None when nothing is
     found."""
     if not text or not text.strip():

@@ -64,7 +64,7 @@ _FIXED_ORDER = re.compile(
     re.I,
 )
 
-_PLUS_MINUS = re.compile(r"\\[pm]{2}(?![A-Za-z])")  # \pm or \mp (± and ∓ are written so by from_plain)
+_PLUS_MINUS = re.compile(r"\\(?:pm|mp)(?![A-Za-z])")  # \pm or \mp (± and ∓ are written so by from_plain)
 _INT = re.compile(r"[+-]?\d+")
 _DECIMAL = re.compile(r"[+-]?(?:\d+\.\d*|\.\d+)")
 _SCIENTIFIC = re.compile(r"([+-]?(?:\d+\.?\d*|\.\d+))(?:[eE]|\\times10\^|\\cdot10\^)\{?([+-]?\d{1,3})\}?")
