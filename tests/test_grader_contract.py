@@ -269,6 +269,8 @@ def test_contract_file(name: str):
         ("FiniteSet(1, 2)", "\\{2, 1\\}", True),
         ("Matrix([[1, 2], [3, 4]])", "\\begin{pmatrix}1&2\\\\3&4\\end{pmatrix}", True),
         ("[[1, 2], [3, 5]]", "\\begin{pmatrix}1&2\\\\3&4\\end{pmatrix}", False),
+        ("binomial(10, 3)", "120", True),
+        ("factorial(5)", "5!", True),
         ("\\langle 1, 2, 3 \\rangle", "(1, 2, 3)", True),
         ("<1, 2, 3>", "(1, 2, 4)", False),
         # a congruence's modulus however it is written; plain TeX's \choose; the real line in words

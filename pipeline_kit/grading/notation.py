@@ -1,17 +1,17 @@
-"""Plain-text function notation, as models and computer-algebra systems write answers (SymPy's printed forms:
-`sqrt(2)`, `Abs(x)`, `x**2`, `exp(x)`, `log(x, 2)`, `sin(x)**2`, `pi`, `oo`, and `I`/`E` in an expression with
-`*`, `Rational(1, 3)`, `Interval.open(0, 1)`, `FiniteSet(1, 2)`, `Union(...)`, `Matrix([[1, 2], [3, 4]])`; Python's
-`log2(x)`, `log10(x)`, `[[1, 2], [3, 4]]`; Unicode `2√3`, `3π/4`, `x²`, `½`, `∞`), rewritten into the LaTeX the rest
-of the grader reads: `\\sqrt{2}`, `|x|`, `x^2`, `e^{x}`, `\\log_{2}(x)`, `\\sin(x)^2`, `\\pi`, `\\infty`, `i`, `e`,
-`\\frac{1}{3}`, `(0, 1)`, `\\{1, 2\\}`, `pmatrix`; a power of several digits without braces (`2^10`) is `2^{10}`, as
-math-verify reads it. The function names are the ones of SymPy's documented printer and of LaTeX's math operators
-(sin … csc, arcsin …, sinh …, ln, log, exp)."""
+"""Plain-text function notation, as models and computer-algebra systems write answers (SymPy's printed forms: `sqrt(2)`,
+`Abs(x)`, `x**2`, `exp(x)`, `log(x, 2)`, `sin(x)**2`, `pi`, `oo`, and `I`/`E` in an expression with `*`,
+`Rational(1, 3)`, `Interval.open(0, 1)`, `FiniteSet(1, 2)`, `Union(...)`, `Matrix([[1, 2], [3, 4]])`, `binomial(10, 3)`,
+`factorial(5)`; Python's `log2(x)`, `log10(x)`, `[[1, 2], [3, 4]]`; Unicode `2√3`, `3π/4`, `x²`, `½`, `∞`), rewritten
+into the LaTeX the rest of the grader reads: `\\sqrt{2}`, `|x|`, `x^2`, `e^{x}`, `\\log_{2}(x)`, `\\sin(x)^2`,
+`\\pi`, `\\infty`, `i`, `e`, `\\frac{1}{3}`, `(0, 1)`, `\\{1, 2\\}`, `pmatrix`; a power of several digits without
+braces (`2^10`) is `2^{10}`, as math-verify reads it. The function names are the ones of SymPy's documented printer
+and of LaTeX's math operators (sin … csc, arcsin …, sinh …, ln, log, exp)."""
 
 from __future__ import annotations
 
 import re
 
-_SYMPY_NAMES = r"Rational|Integer|Interval(?:\.(?:open|Lopen|Ropen))?|FiniteSet|Union|Matrix"
+_SYMPY_NAMES = r"Rational|Integer|Interval(?:\.(?:open|Lopen|Ropen))?|FiniteSet|Union|Matrix|binomial|factorial"
 FUNCTION_NAMES = (
     "sqrt|cbrt|Abs|abs|exp|ln|log|asin|acos|atan|sin|cos|tan|sec|csc|cot|arcsin|arccos|arctan|sinh|cosh|tanh"
 )
@@ -42,7 +42,7 @@ ROOTS = {"√": "\\sqrt", "∛": "\\sqrt[3]", "∜": "\\sqrt[4]"}
 _ROOT = re.compile(r"([√∛∜])\s*(\((?:[^()]|\([^()]*\))*\)|\{[^{}]*\}|\d+(?:\.\d+)?|\\[A-Za-z]+|[A-Za-z])")
 _UNICODE = re.compile(f"[{''.join(_SYMBOLS)}{''.join(ROOTS)}{''.join(VULGAR)}{SUPERSCRIPT_DIGITS}]")
 # whether an ASCII string may hold any of the above: most answers do not, and are returned at once
-_SYMPY_HINT = re.compile(r"Rational|Integer|Interval|FiniteSet|Union|Matrix|EmptySet|Reals|\[\s*\[")
+_SYMPY_HINT = re.compile(r"Rational|Integer|Interval|FiniteSet|Union|Matrix|EmptySet|Reals|binomial|factorial|\[\s*\[")
 _HINT = re.compile(
     rf"\*|\^\s*\(|\^\d\d|(?<![\\A-Za-z])(?:(?:{FUNCTION_NAMES}|pi|oo|lg)\b|log_|log\d)|{_SYMPY_HINT.pattern}"
 )
@@ -151,12 +151,17 @@ def _latex_call(name: str, power: str | None, args: str) -> str:
 
 
 def _latex_object(name: str, args: str) -> str:
-    """The LaTeX of SymPy's printed Rational(1, 3), Interval.open(0, 1), FiniteSet(1, 2), Union(A, B), Matrix(...)."""
+    """The LaTeX of SymPy's printed Rational(1, 3), Interval.open(0, 1), FiniteSet(1, 2), Union(A, B), Matrix(...),
+    binomial(10, 3), factorial(5)."""
     items = split_list(args)
     if name == "Rational" and len(items) == 2:
         return f"\\frac{{{items[0]}}}{{{items[1]}}}"
     if name == "Integer" and len(items) == 1:
         return items[0]
+    if name == "binomial" and len(items) == 2:
+        return f"\\binom{{{items[0]}}}{{{items[1]}}}"
+    if name == "factorial" and len(items) == 1:
+        return f"({items[0]})!"
     if name in _INTERVAL_BRACKETS and len(items) == 2:
         left, right = _INTERVAL_BRACKETS[name]
         return f"{left}{items[0]}, {items[1]}{right}"
