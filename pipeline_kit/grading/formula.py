@@ -16,17 +16,18 @@ from pipeline_kit.grading.notation import (
 )
 
 # the pieces of a plain-text formula around a number that prose states: numbers, names, operators, parentheses
+_SIGNS = "-+*/^·⋅×÷−"  # the operators of one character, ASCII and Unicode
 _PIECE = re.compile(
-    rf"\d+(?:\.\d+)?|[ \t]+|{LOG_BASE.pattern}|[A-Za-z]+|\*\*|[-+*/^·⋅×÷−]|[()|]|[{SUPERSCRIPT_DIGITS}]+"
+    rf"\d+(?:\.\d+)?|[ \t]+|{LOG_BASE.pattern}|[A-Za-z]+|\*\*|[{re.escape(_SIGNS)}]|[()|]|[{SUPERSCRIPT_DIGITS}]+"
     f"|[π∞{''.join(ROOTS)}{''.join(VULGAR)}]"
 )
 _FUNCTION = re.compile(rf"(?:{FUNCTION_NAMES})")
 _CALLED = re.compile(r"[ \t]*(?:\(|\^|\*\*)")  # what follows a function name in a call or its power
 _CALL_BEFORE = re.compile(rf"(?<![\\A-Za-z])(?:{FUNCTION_NAMES})[ \t]*(?:\^[ \t]*\d+[ \t]*)?$")
 _CLOCK = re.compile(r"(?<![\d:])\d{1,2}:\d{2}(?::\d{2})?(?:[ \t]*[AaPp]\.?[Mm]\b\.?)?")
-_OPERATOR = ("**", "-", "+", "*", "/", "^", "·", "⋅", "×", "÷", "−")
+_OPERATOR = ("**", *_SIGNS)
 _PAREN = re.compile(r"[()]")
-_OPERATOR_NEXT = re.compile(r"[ \t]*(?:[-+*/^(·⋅×÷−]|\*\*)")
+_OPERATOR_NEXT = re.compile(rf"[ \t]*(?:[{re.escape(_SIGNS)}(]|\*\*)")
 # a product written with a space: a number, then a called function or a root sign (2 sqrt(3), 2 √3)
 _FACTOR_NEXT = re.compile(rf"(?:{LOG_BASE.pattern}|{FUNCTION_CALL.pattern}|[{''.join(ROOTS)}])")
 _REACH = 200

@@ -124,8 +124,9 @@ def equivalent(
     if "pm" in p or "pm" in e or "mp" in p or "mp" in e:  # x = \frac{-1 \pm \sqrt{5}}{2}: its two solutions
         both_p, both_e = nz.plus_minus(p), nz.plus_minus(e)
         if both_p or both_e:
-            items_p, items_e = both_p or nz.split_list(p), both_e or nz.split_list(e)
-            return len(items_p) == len(items_e) == 2 and _match_any_order(items_p, items_e, sympy)
+            items_p, items_e = both_p or _members(p), both_e or _members(e)
+            if len(items_p) == len(items_e) == 2:  # else the other rules decide (x^2 = 4 against x = \pm 2)
+                return _match_any_order(items_p, items_e, sympy)
     np_, ne = nz.parse_number(p), nz.parse_number(e)
     if np_ is not None and ne is not None:
         return nz.numbers_equal(np_, ne)
@@ -155,10 +156,11 @@ def equivalent(
             return _match_any_order(gp[2], ge[2], sympy)
         return _all_equal(zip(gp[2], ge[2], strict=True), sympy)
     items_p, items_e = nz.split_list(p), nz.split_list(e)
-    if not (gp and ge) and (gp or ge) and (gp or ge)[0] == "\\{":  # a set against a bare list: \{1,-2\}, -2, 1
-        members, listed = (gp[2], items_e) if gp else (ge[2], items_p)
-        if len(listed) == len(members):
-            return _match_any_order(listed, members, sympy)
+    group = gp or ge
+    if group and not (gp and ge) and group[0] == "\\{":  # a set against a bare list: \{1,-2\} and -2, 1
+        listed = items_e if gp else items_p
+        if len(listed) == len(group[2]):
+            return _match_any_order(listed, group[2], sympy)
     if 1 < len(items_e) <= _MAX_LIST and len(items_p) > 1:
         if len(items_p) != len(items_e):
             return False
@@ -176,6 +178,12 @@ def equivalent(
     if not sympy:
         raise NeedsSympy
     return _math_verify(p, e)
+
+
+def _members(answer: str) -> list[str]:
+    """The items of a set \\{…\\} or of a bare list; one item for anything else."""
+    group = nz.bracket_items(answer)
+    return group[2] if group and group[0] == "\\{" else nz.split_list(answer)
 
 
 def _union_of(answer: str) -> str | None:

@@ -163,9 +163,6 @@ def canonical(text: str) -> str:
         inner = _unwrap_command(s, _WRAPPING_COMMANDS)
         if inner is None and s.startswith("{") and matching_brace(s, 0) == len(s) - 1:
             inner = s[1:-1]
-            if _a_set(inner):
-                s = f"\\{{{inner}\\}}"
-                break
         if inner is None:
             break
         s = _strip_units(inner.strip())  # \text{5 cm}: the unit shows once the wrapper is gone

@@ -39,10 +39,15 @@ _VULGAR_AFTER = re.compile(f"(\\d?)([{''.join(VULGAR)}])")
 _SUPERSCRIPT_TABLE = str.maketrans(SUPERSCRIPT_DIGITS, "0123456789-+")
 ROOTS = {"√": "\\sqrt", "∛": "\\sqrt[3]", "∜": "\\sqrt[4]"}
 # a root sign and what it covers: a parenthesized or braced group, a number, a letter or a LaTeX name (\pi)
-_ROOT = re.compile(r"([√∛∜])\s*(\((?:[^()]|\([^()]*\))*\)|\{[^{}]*\}|\d+(?:\.\d+)?|\\[A-Za-z]+|[A-Za-z])")
+_ROOT = re.compile(
+    f"([{''.join(ROOTS)}])" + r"\s*(\((?:[^()]|\([^()]*\))*\)|\{[^{}]*\}|\d+(?:\.\d+)?|\\[A-Za-z]+|[A-Za-z])"
+)
 _UNICODE = re.compile(f"[{''.join(_SYMBOLS)}{''.join(ROOTS)}{''.join(VULGAR)}{SUPERSCRIPT_DIGITS}]")
 # whether an ASCII string may hold any of the above: most answers do not, and are returned at once
-_SYMPY_HINT = re.compile(r"Rational|Integer|Interval|FiniteSet|Union|Matrix|EmptySet|Reals|binomial|factorial|\[\s*\[")
+_SYMPY_CONSTANTS = {"EmptySet": "\\emptyset", "S.EmptySet": "\\emptyset", "Reals": "\\mathbb{R}",
+                    "S.Reals": "\\mathbb{R}", "Integers": "\\mathbb{Z}", "S.Integers": "\\mathbb{Z}"}  # fmt: skip
+# whether SymPy's printed objects (below) or a Python matrix may be in a string
+_SYMPY_HINT = re.compile(rf"{_SYMPY_NAMES}|{'|'.join(map(re.escape, _SYMPY_CONSTANTS))}|\[\s*\[")
 _HINT = re.compile(
     rf"\*|\^\s*\(|\^\d\d|(?<![\\A-Za-z])(?:(?:{FUNCTION_NAMES}|pi|oo|lg)\b|log_|log\d)|{_SYMPY_HINT.pattern}"
 )
@@ -52,8 +57,6 @@ LOG_BASE = re.compile(r"(?<![\\A-Za-z])(?:log(?:_\{?([A-Za-z0-9]+)\}?|(2|10))|(l
 # SymPy's printed sets, intervals, rationals and matrices (what print() shows in a tool-integrated answer)
 _SYMPY_OBJECT = re.compile(rf"(?<![\\A-Za-z.])({_SYMPY_NAMES})\s*\(")
 _INTERVAL_BRACKETS = {"Interval": "[]", "Interval.open": "()", "Interval.Lopen": "(]", "Interval.Ropen": "[)"}
-_SYMPY_CONSTANTS = {"EmptySet": "\\emptyset", "S.EmptySet": "\\emptyset", "Reals": "\\mathbb{R}",
-                    "S.Reals": "\\mathbb{R}", "Integers": "\\mathbb{Z}", "S.Integers": "\\mathbb{Z}"}  # fmt: skip
 # a list of lists as Python prints a matrix: [[1, 2], [3, 4]]
 _NESTED_LIST = re.compile(r"\[\s*\[.*\]\s*\]", re.S)
 # a power of several digits without braces: 2^10 as plain text (and math-verify) reads it, not LaTeX's 2^{1}0
