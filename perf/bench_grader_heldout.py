@@ -1,12 +1,14 @@
 """Agreement of kit's grader with other projects' verdicts on cases it was not tuned to (issue 22): for each case of
-a JSONL file (`pred`, `gold`, `equivalent`, `source`), kit's verdict (the pred's answer extracted in auto mode, then
-math_grader.grade against the gold) and math-verify's, called directly (`verify(parse(gold), parse(pred))`).
+a JSONL file (`pred`, `gold`, `equivalent`, `source`), kit's verdict (the pred's answer extracted in auto mode, or
+in boxed mode with --extract boxed, then math_grader.grade against the gold) and math-verify's, called directly
+(`verify(parse(gold), parse(pred))`).
 
-  python perf/bench_grader_heldout.py --cases CASES.jsonl [--misses]
+  python perf/bench_grader_heldout.py --cases CASES.jsonl [--misses] [--extract boxed]
 
-The cases themselves are not part of this repository: the held-out set is built from the test suites of
-Math-Verify and AReaL, which stay out of the grader's contract so that they keep measuring generalisation
-(perf/grader_heldout.md says which files and commits, and how they were counted)."""
+The cases themselves are not part of this repository: the held-out sets are built from the test suites of other
+projects (Math-Verify and AReaL; open-r1, TRL, slime, rllm, verl, NeMo-RL, OpenRLHF, MindSpeed-RL, Trinity-RFT),
+which stay out of the grader's contract so that they keep measuring generalisation (perf/grader_heldout.md says
+which files and commits, and how they were counted)."""
 
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cases", required=True, help="JSONL: pred, gold, equivalent, source")
     parser.add_argument("--misses", action="store_true", help="print every case kit decides otherwise")
+    parser.add_argument("--extract", default="auto", choices=("auto", "boxed"), help="kit's extraction mode")
     args = parser.parse_args()
 
     from math_verify import parse, verify
@@ -38,7 +41,7 @@ def main() -> int:
     start = time.monotonic()
     for case in cases:
         source, want = case["source"], case["equivalent"]
-        predicted = extract_answer(case["pred"], mode="auto")
+        predicted = extract_answer(case["pred"], mode=args.extract)
         kit = grade(Task(predicted, case["gold"])).correct
         try:
             mv = bool(verify(parse(case["gold"]), parse(case["pred"])))

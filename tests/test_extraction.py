@@ -100,6 +100,20 @@ from pipeline_kit.grading.math_grader import equivalent
         # after "the answer is", a number comes first: "5 and the remainder is 2" states 5, not 2
         ("We find the answer is 5 and the remainder is 2.", "5"),
         ("The answer: the sum is 12.", "12"),
+        # the anchor inside a \text group: the group's closing brace is no part of the answer
+        ("$\\text{The answer is } \\frac{1}{2}$", "\\frac{1}{2}"),
+        ("\\text{The final answer is: } 5", "5"),
+        # a reasoning trace the generation kept: only what follows its end is the answer
+        ("<think>Maybe \\boxed{41}? No.</think>\nSo the answer is \\boxed{42}.", "42"),
+        ("<think>Let me see.\n</think>\n\nThe answer is 7.", "7"),
+        ("<think>10 - 5 = 5\n<answer>5</answer>", "5"),  # R1-Zero's tags, the trace left open
+        # a whole response that is one matrix, however long; a short one in words, with math or one word, no number
+        (
+            "\\begin{pmatrix} 1/\\sqrt{2} & 1/\\sqrt{2} \\\\ -1/\\sqrt{2} & 1/\\sqrt{2} \\end{pmatrix}",
+            "\\begin{pmatrix} 1/\\sqrt{2} & 1/\\sqrt{2} \\\\ -1/\\sqrt{2} & 1/\\sqrt{2} \\end{pmatrix}",
+        ),
+        ("odd $n$", "odd $n$"),
+        ("True", "True"),
     ],
 )
 def test_extract_answer(text, answer):
@@ -117,7 +131,6 @@ def test_extract_answer(text, answer):
         ("So the result is |x - 1|.", "|x-1|", "x-1"),
         ("we get 2 sqrt(3).", "2\\sqrt{3}", "\\sqrt{3}"),
         ("So the area is 3π/4.", "\\frac{3\\pi}{4}", "4"),
-        ("It is 5.", "5", "It is 5."),
     ],
 )
 def test_a_formula_at_the_end_of_prose_grades_as_its_value(text, expected, fragment):
@@ -129,6 +142,10 @@ def test_a_formula_at_the_end_of_prose_grades_as_its_value(text, expected, fragm
 def test_no_answer_is_none():
     for text in ("", "   ", None, "I do not know.", "\\boxed{}", "so \\boxed{\\frac{1}{2"):
         assert extract_answer(text, mode="boxed") is None, text
+    for mode in ("auto", "boxed", "mcq"):
+        # an answer stated only while thinking is none; a trace that never ended (cut by the budget) has none
+        assert extract_answer("<think>It is \\boxed{B}.</think> I am not sure.", mode=mode) is None, mode
+        assert extract_answer("<think>So the answer is \\boxed{B}", mode=mode) is None, mode
     assert extract_answer("We try harder now.") is None  # no number anywhere: nothing to fall back on
 
 

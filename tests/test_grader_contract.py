@@ -283,6 +283,28 @@ def test_contract_file(name: str):
         ("{10 \\choose 3}", "120", True),
         ("\\text{all real numbers}", "(-\\infty, \\infty)", True),
         ("\\text{all real numbers}", "(0, \\infty)", False),
+        # an integer power of a number of modulus 1 however large (powers of i, of -1); other large powers go to sympy
+        ("i^{2023}", "-i", True),
+        ("i^{2023}", "i", False),
+        ("(-1)^{100}", "-1", False),
+        # a sentence before the value in a box states the value; "no" is a word answer, like "yes"
+        ("\\text{the minimum value is } 3", "3", True),
+        ("\\text{There are } 5 \\text{ ways}", "5", True),
+        ("\\text{the minimum value is } 3", "4", False),
+        ("\\text{No}", "no", True),
+        ("NO", "Yes", False),
+        ("\\text{No solution}", "no solution", True),
+        # an option's label before its value (AMC's answer key): its letter against a letter, else its value
+        ("\\textbf{(D) } 12", "12", True),
+        ("\\textbf{(D) } 12", "D", True),
+        ("(D) 12", "C", False),
+        ("\\textbf{(B)}\\ 3", "4", False),
+        # a value stated before its variable; "all integers"; a percent in \text; sympy's faults never crash a verdict
+        ("2", "2 = x", True),
+        ("3", "2 = x", False),
+        ("\\text{all integers}", "\\mathbb{Z}", True),
+        ("\\frac{1}{2}\\text{ percent}", "0.005", True),
+        ("\\lceil \\log_2 n \\rceil", "\\lceil\\log_{2} n\\rceil", True),
     ],
 )
 def test_rules(predicted, expected, correct):

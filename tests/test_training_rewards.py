@@ -131,7 +131,9 @@ def test_with_parse_reasoning_the_reward_grades_the_answer_part_as_eval_does(tmp
     answers = [split_reasoning(t, "</think>").answer for t in texts]
     assert grade_with_kit(tmp_path, answers, expected) == [ok for *_, ok, _ in cases]
     without = grpo_call(GraderReward(CFG), texts, expected)[0]
-    assert without[1] == expected_reward(True, True)  # the whole text: the cut trace's guess would be rewarded
+    # without it the whole text is graded, and extraction too reads only after a trace's end: the cut trace's guess
+    # is not correct either way (its box still earns the format part); a completion without any trace is its answer
+    assert without == [rewards[0], expected_reward(False, True), rewards[2], expected_reward(True, True)]
 
 
 def test_conversational_completions_are_graded_like_text():

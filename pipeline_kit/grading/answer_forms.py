@@ -1,7 +1,7 @@
 """Answer forms that say one thing in several ways, each rewritten to the form the other rules compare: a set written
 by its condition, a general solution with its integer parameter, a repeating decimal, an angle in degrees inside a
-trigonometric function, a congruence's modulus, {n \\choose k}, "all real numbers", a vector in angle brackets and
-the empty set's symbols."""
+trigonometric function, a congruence's modulus, {n \\choose k}, "all real numbers" and "all integers", a vector in
+angle brackets and the empty set's symbols."""
 
 from __future__ import annotations
 
@@ -30,6 +30,7 @@ _MODULUS = re.compile(
 )
 _CHOOSE = re.compile(r"\{?\s*(\w+)\s*\\choose\s*(\w+)\s*\}?")  # {10 \choose 3}: plain TeX's \binom{10}{3}
 _ALL_REALS = re.compile(r"all real numbers|all reals|every real number", re.I)
+_ALL_INTEGERS = re.compile(r"all integers|every integer", re.I)
 # a vector in angle brackets, as calculus texts write it: \langle 1, 2, 3 \rangle, ⟨1, 2⟩, <1, 2, 3>
 _ANGLE_VECTOR = re.compile(r"(?:\\left)?(?:\\langle|⟨|<)\s*([^<>]*,[^<>]*?)\s*(?:\\right)?(?:\\rangle|⟩|>)")
 _EMPTY_SET = re.compile(r"\\varnothing(?![A-Za-z])|\\\{\s*\\\}|\\O(?![A-Za-z])")
@@ -45,16 +46,18 @@ def in_radians(s: str) -> str:
 
 def rewritten(s: str) -> str:
     """`s` in the form the other rules compare: a vector in angle brackets as a tuple, a congruence's modulus as
-    \\pmod{m}, {n \\choose k} as \\binom{n}{k}, "all real numbers" as \\mathbb{R}, the condition of a set written by
-    it, a general solution without its parameter's range, a repeating decimal as the fraction it is, \\emptyset for
-    the empty set. Each run of whitespace in `s` must be one space already: on long runs, the patterns here would
-    take quadratic time."""
+    \\pmod{m}, {n \\choose k} as \\binom{n}{k}, "all real numbers" as \\mathbb{R} ("all integers": \\mathbb{Z}), the
+    condition of a set written by it, a general solution without its parameter's range, a repeating decimal as the
+    fraction it is, \\emptyset for the empty set. Each run of whitespace in `s` must be one space already: on long
+    runs, the patterns here would take quadratic time."""
     if "mod" in s:
         s = _MODULUS.sub(lambda m: f"\\pmod{{{next(g for g in m.groups() if g)}}}", s)
     if "choose" in s:
         s = _CHOOSE.sub(r"\\binom{\1}{\2}", s)
     if "real" in s and _ALL_REALS.fullmatch(s.strip()):
         return "\\mathbb{R}"
+    if "integer" in s and _ALL_INTEGERS.fullmatch(s.strip()):
+        return "\\mathbb{Z}"
     if s.rstrip().endswith((">", "rangle", "⟩")) and (m := _ANGLE_VECTOR.fullmatch(s.strip())):
         return f"({m.group(1)})"
     if s.startswith("\\{") and (m := _SET_BUILDER.fullmatch(s)):

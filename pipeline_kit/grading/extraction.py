@@ -38,9 +38,11 @@ _PROSE_WORD = re.compile(
     r"(?<![\\A-Za-z])[^\W\d_]{3,}|(?<!\S)(?i:is|it|so|we|be|to|of|at|on|by|as|if|an)(?=\s)|[\u3000-\u9fff\uac00-\ud7af]"
 )
 _SHORT_ANSWER = 60  # a whole generation this short and not prose is its own answer ("42", "\frac{4}{23}")
+_ENVIRONMENT = re.compile(r"\\begin\{(\w+\*?)\}.{0,2000}\\end\{\1\}", re.S)  # one matrix, array or cases: whole
 
 
 _ANSWER_TAG, _ANSWER_TAG_END = "<answer>", "</answer>"
+_THINK, _THINK_END = "<think>", "</think>"  # a reasoning model's trace, when the generation kept it
 
 
 def extract_answer(text: str | None, multiple_choice: bool = False, mode: str = "auto") -> str | None:
@@ -52,9 +54,13 @@ def extract_answer(text: str | None, multiple_choice: bool = False, mode: str = 
     (without "I hope it is correct", a closing period or $); "#### X"; "the answer is X" / "Answer: X" (also
     réponse, respuesta, Antwort, 答案); the whole text when it is a short formula; the last $…$ that is not prose;
     the last number, or the plain-text formula it is part of (formula.formula_around). With `multiple_choice`, a
-    letter A-J comes first: a boxed letter, and in auto mode a stated one, then the last "(B)". None when nothing is
-    found."""
+    letter A-J comes first: a boxed letter, and in auto mode a stated one, then the last "(B)". In every mode only
+    what follows a reasoning trace (</think>) is read, and a trace that never ended has no answer (in auto and mcq
+    modes, unless it holds an <answer> tag). None when nothing is found."""
     if not text or not text.strip():
+        return None
+    text = _after_thinking(text, tags=mode != "boxed")
+    if text is None:
         return None
     if mode != "boxed":
         text = _tagged(text)
@@ -82,6 +88,17 @@ def extract_answer(text: str | None, multiple_choice: bool = False, mode: str = 
     return _fallback(text)
 
 
+def _after_thinking(text: str, tags: bool) -> str | None:
+    """What follows a reasoning model's trace (its last </think>; an answer stated only while thinking is none), or
+    None when the trace never ended (it opens with <think>: cut by the token budget), unless `tags` and it holds an
+    <answer> tag (R1-Zero's template with the trace left open); `text` without a trace."""
+    _, found, after = text.rpartition(_THINK_END)
+    if found:
+        return after
+    unfinished = text.lstrip().startswith(_THINK) and not (tags and _ANSWER_TAG in text)
+    return None if unfinished else text
+
+
 def _tagged(text: str) -> str:
     """What the last <answer> tag of `text` holds (up to </answer> or the end), or `text` when it has none, or
     when a box comes after it (the answer then is boxed after all)."""
@@ -103,7 +120,10 @@ def _stated(text: str, anchor: re.Pattern) -> str | None:
 def _after_anchor(rest: str) -> str | None:
     """The answer that follows "the answer is": the rest of its line up to a sentence's end, its first $…$ if it
     has one, and the first number or formula in it when it reads as prose ("220 $ à payer" → 220)."""
-    line = _HOPE.sub("", rest.lstrip(" \t:：").split("\n", 1)[0]).strip()
+    rest = rest.lstrip(" \t:：")
+    if rest.startswith("}"):  # \text{The answer is } 5: the anchor's \text group closes before the answer
+        rest = rest[1:].lstrip(" \t:：")
+    line = _HOPE.sub("", rest.split("\n", 1)[0]).strip()
     segments = list(_INLINE_MATH.finditer(line))
     if segments:  # the first $…$, with those right after it joined by commas or "and" ($f(n)=n$, $g(n)=1$)
         run = [segments[0]]
@@ -140,8 +160,18 @@ def _last_of_chain(s: str) -> str:
 
 def _fallback(text: str) -> str | None:
     stripped = strip_wrappers(_BOLD.sub("", text))
-    if len(stripped) <= _SHORT_ANSWER and not _PROSE_WORD.search(_without_commands(and_list(stripped))):
+    short = len(stripped) <= _SHORT_ANSWER or _ENVIRONMENT.fullmatch(stripped) is not None  # a matrix, whole
+    if short and not _PROSE_WORD.search(_without_commands(and_list(stripped))):
         return stripped or None
+    found = _last_math(text)
+    if found is None and len(stripped) <= _SHORT_ANSWER and "\n" not in stripped:
+        if "$" in stripped or stripped.isalpha():  # "odd $n$", "True": a short answer in words, with no number
+            return stripped
+    return found
+
+
+def _last_math(text: str) -> str | None:
+    """The later of the last non-prose $…$ and the last number (or the plain-text formula it is part of)."""
     math, math_end = None, -1
     for m in reversed(list(_INLINE_MATH.finditer(text))):
         body = strip_wrappers(next(g for g in m.groups() if g is not None))

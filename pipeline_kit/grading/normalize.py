@@ -36,21 +36,33 @@ _ONE_SIDED = re.compile(rf"([A-Za-z])\s*(?:{_LESS}|{_GREATER})(.+)")
 _ONE_SIDED_FLIPPED = re.compile(rf"(.+?)(?:{_LESS}|{_GREATER})\s*([A-Za-z])")  # 5 \geq x is x \leq 5
 # 4 4/9 (a mixed number: 4 + 4/9), optionally a percent; only as a whole answer, never across lines
 _MIXED = re.compile(r"([+-]?)(\d+)[ \t]+(\d+)/(\d+)[ \t]*(\\?%)?")
-_PERCENT_WORD = re.compile(r"(?<=[\d}])[ \t]*(?:percent(?:age)?|pct)\.?$", re.I)  # 50 percent, 4 4/9pct: 50%
+# 50 percent, 4 4/9pct, \frac{1}{2}\text{ percent}: 50%
+_PERCENT_WORD = re.compile(
+    r"(?<=[\d}])[ \t]*(?:\\(?:text|mathrm|mbox)\{\s*(?:percent(?:age)?|pct)\.?\s*\}|(?:percent(?:age)?|pct)\.?)$", re.I
+)
 _MIN_PRECISION_DIGITS = 4  # a decimal with this many significant digits stands for an exact value it rounds
 # a trailing \text{ cm}, \mbox{units}, \mathrm{~m}, optionally squared: a unit once something comes before it
 _UNIT_COMMAND = re.compile(r"\\(?:text|mbox|textrm|mathrm)\s*\{\s*~?[A-Za-z][A-Za-z .~/]*\}(?:\^\{?[23]\}?)?$")
 _TRAILING_WORDS = re.compile(r"(?<=[\d}%)])\s+[A-Za-z][A-Za-z]+(?:\s+[A-Za-z]+)*\.?$")
 _LONGEST_UNIT_SEARCH = 500  # longer "answers" are prose caught by an anchor; the word search would be quadratic
 _MATH_WORDS = {"pi", "and", "or", "sqrt", "sin", "cos", "tan", "log", "ln", "exp", "infty", "infinity", "inf", "mod"}
-_WORDS = re.compile(r"[A-Za-z]{3,}(?: [A-Za-z]+)*")
+_WORDS = re.compile(r"(?:[A-Za-z]{3,}|[Nn][Oo])(?: [A-Za-z]+)*")  # two letters are a product (ab), but "no" is a word
 _AND_JOINER = re.compile(r"\s*,?\s*\band\s+")  # between the last two items of a list: "1, 2 and 3", "1, 2, and 3"
 _ITEM_WORD = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{3,}")  # a word in a list's item (not a LaTeX command's name)
 _LETTER = re.compile(r"\(?([A-J])\)?")
+# an option's label before its value, as AMC's answer key writes it: \textbf{(D) } 12, (D) 12
+_LABELLED = re.compile(
+    r"(?:\\(?:textbf|text|mathrm|mathbf)\s*\{\s*\(([A-E])\)\s*\}|\(([A-E])\))(?:\s|\\[ ,;:!]|~)*(\S.*)", re.S
+)
 _MEMBER_OF = re.compile(r"^[A-Za-z]\\in(?![A-Za-z])")
+# a sentence before the value, in the box: \text{the minimum value is } 3, \text{There are } 5 \text{ ways}
+_STATED_VALUE = re.compile(
+    r"^(?:\\text\{\s*[A-Za-z][A-Za-z ,']*?\b(?:is|are|equals)\s*:?\s*\}|[A-Za-z][A-Za-z ,']*?\b(?:is|are|equals)\s*:?)\s*(?=\S)"
+)
 _BASE = re.compile(r"([0-9][0-9A-Za-z]*)_\{?(\d+)\}?")
 _GROUP = re.compile(r"(\\\{|\(|\[)(.*)(\\\}|\)|\])", re.S)
 _ASSIGNMENT = re.compile(r"[A-Za-z](?:_\{?\w+\}?)?\s*=\s*(.+)")
+_VALUE_FIRST = re.compile(r"([^=<>]+?)\s*=\s*([A-Za-z](?:_\{?\w+\}?)?)")  # 2 = x, as the value's statement
 # a problem that asks for every solution ("Find all x", "Enter all the solutions, separated by commas", "the
 # roots"), unless it also fixes an order ("in increasing order", "from least to greatest")
 _ANY_ORDER = re.compile(
@@ -158,7 +170,7 @@ def canonical(text: str) -> str:
         head, _, tail = s.partition(approx)
         if head.strip() and tail.strip():
             s = tail if _VARIABLE.fullmatch(head) else head
-    s = _strip_units(s.strip())
+    s = _strip_units(_STATED_VALUE.sub("", s.strip(), count=1))
     while True:  # a whole \text{…}, \textbf{…}, \mathrm{…} or {…}: its content (\text{(B)} → (B))
         inner = _unwrap_command(s, _WRAPPING_COMMANDS)
         if inner is None and s.startswith("{") and matching_brace(s, 0) == len(s) - 1:
@@ -218,14 +230,15 @@ def matching_brace(s: str, start: int) -> int | None:
 
 def parse_number(s: str) -> Number | None:
     """`s` (canonical) as a Number when it is a plain one: 16, -3.5, .5, 1/2, \\frac{1}{2}, \\frac12, 918\\frac{1}{2},
-    2.5e-3, 4.5\\times10^{33}, any of them with % or \\%, or `x = <one of them>`; None otherwise. The percent of a
-    plain integer or decimal may be a unit (Number.readings: NeMo-Skills' rule), that of a fraction is a quantity."""
+    2.5e-3, 4.5\\times10^{33}, any of them with % or \\%, or `x = <one of them>` (or `<one of them> = x`); None
+    otherwise. The percent of a plain integer or decimal may be a unit (Number.readings: NeMo-Skills' rule), that of
+    a fraction is a quantity."""
     percent = False
     if s.endswith("%"):
         s, percent = s[:-1].removesuffix("\\"), True
-    m = _ASSIGNMENT.fullmatch(s)
-    if m and not percent:
-        return parse_number(m.group(1))
+    assigned = assignment(s) if "=" in s else None
+    if assigned and not percent:
+        return parse_number(assigned[1])
     try:
         if _INT.fullmatch(s):
             return Number(Fraction(int(s)), False, percent)
@@ -312,6 +325,12 @@ def choice_letter(s: str) -> str | None:
     return m.group(1) if m else None
 
 
+def labelled_choice(s: str) -> tuple[str, str] | None:
+    """(letter, value) of an answer written as an option's label and its value (`\\textbf{(D) } 12`), else None."""
+    m = _LABELLED.fullmatch(s.strip())
+    return (m.group(1) or m.group(2), m.group(3)) if m else None
+
+
 def bracket_items(s: str) -> tuple[str, str, list[str]] | None:
     """(opening, closing, items) when `s` (canonical) is one bracketed group of two or more comma-separated items:
     a tuple (3,\\frac{\\pi}{2}), an interval [-2,7) or a set \\{1,2\\}; else None. Compared item by item, such
@@ -345,13 +364,16 @@ def in_base(s: str) -> tuple[str, int] | None:
 
 
 def is_assignment(s: str) -> bool:
-    return _ASSIGNMENT.fullmatch(s) is not None
+    return assignment(s) is not None
 
 
 def assignment(s: str) -> tuple[str, str] | None:
-    """(variable, right-hand side) of `y=2x+3` (canonical), else None."""
+    """(variable, value) of `y=2x+3`, or of `2=x` (canonical), else None."""
     m = _ASSIGNMENT.fullmatch(s)
-    return (s[: m.start(1)].rstrip(" ="), m.group(1)) if m else None
+    if m:
+        return s[: m.start(1)].rstrip(" ="), m.group(1)
+    m = _VALUE_FIRST.fullmatch(s)
+    return (m.group(2), m.group(1)) if m else None
 
 
 def lists_any_order(problem: str | None) -> bool:

@@ -69,6 +69,13 @@ def finite(z: complex) -> bool:
     return z == z and abs(z) != float("inf")
 
 
+def _on_unit_circle(base: complex, exponent: complex) -> bool:
+    """i^{2023}, (-1)^{100}: an integer power of a number of modulus 1 stays on the circle, however large (up to a
+    million, where the angle still holds 9 digits); other large powers overflow or vanish to 0."""
+    whole = exponent.imag == 0 and exponent.real == int(exponent.real) and abs(exponent.real) <= 1e6
+    return whole and abs(abs(base) - 1) <= 1e-15
+
+
 def _tokens(s: str) -> list[str] | None:
     if len(s) > 200 or "." in s:
         return None
@@ -137,7 +144,7 @@ class _Parser:
         if self.peek() == "^":
             self.take()
             exponent = -self.argument() if self.peek() == "-" and self.take() else self.argument()
-            if abs(exponent) > 64:
+            if abs(exponent) > 64 and not _on_unit_circle(base, exponent):
                 raise _Unsupported  # 10^{10^{10}}: not for floats
             return base**exponent
         return base
