@@ -113,6 +113,17 @@ from pipeline_kit.grading.math_grader import equivalent
             "\\begin{pmatrix} 1/\\sqrt{2} & 1/\\sqrt{2} \\\\ -1/\\sqrt{2} & 1/\\sqrt{2} \\end{pmatrix}",
         ),
         ("odd $n$", "odd $n$"),
+        # an <answer> tag holds the answer whole: a formula of any length, a few words; a sentence's number
+        (
+            "<answer>\\left(-\\infty,-\\frac 12\\right)\\cup \\left(-\\frac 12,\\infty\\right)</answer>",
+            "\\left(-\\infty,-\\frac 12\\right)\\cup \\left(-\\frac 12,\\infty\\right)",
+        ),
+        (
+            "<answer>(2,2,2),(2,2,3),(2,3,2),(3,2,2),(2,6,11),(2,11,6),(6,2,11)</answer>",
+            "(2,2,2),(2,2,3),(2,3,2),(3,2,2),(2,6,11),(2,11,6),(6,2,11)",
+        ),
+        ("<answer>Mrs. Hilt</answer>", "Mrs. Hilt"),
+        ("<answer>They are equal</answer>", "They are equal"),
         ("True", "True"),
     ],
 )
@@ -147,6 +158,7 @@ def test_no_answer_is_none():
         assert extract_answer("<think>It is \\boxed{B}.</think> I am not sure.", mode=mode) is None, mode
         assert extract_answer("<think>So the answer is \\boxed{B}", mode=mode) is None, mode
     assert extract_answer("We try harder now.") is None  # no number anywhere: nothing to fall back on
+    assert extract_answer("None") is None and extract_answer("unknown.") is None  # words that say there is none
 
 
 @pytest.mark.parametrize(

@@ -301,6 +301,7 @@ def test_contract_file(name: str):
         ("\\textbf{(B)}\\ 3", "4", False),
         # a value stated before its variable; "all integers"; a percent in \text; sympy's faults never crash a verdict
         ("2", "2 = x", True),
+        ("1", "1, 1", False),  # a list of numbers is no one number (math-verify's set of 1, 1 is {1})
         ("3", "2 = x", False),
         ("\\text{all integers}", "\\mathbb{Z}", True),
         ("\\frac{1}{2}\\text{ percent}", "0.005", True),

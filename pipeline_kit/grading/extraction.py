@@ -38,6 +38,9 @@ _PROSE_WORD = re.compile(
     r"(?<![\\A-Za-z])[^\W\d_]{3,}|(?<!\S)(?i:is|it|so|we|be|to|of|at|on|by|as|if|an)(?=\s)|[\u3000-\u9fff\uac00-\ud7af]"
 )
 _SHORT_ANSWER = 60  # a whole generation this short and not prose is its own answer ("42", "\frac{4}{23}")
+_LONGEST_TAGGED = 2000  # an <answer> tag's formula is taken whole up to this length (a list of 20 triples fits)
+_NO_ANSWER_WORDS = {"none", "null", "nan", "unknown"}  # a whole response of one of these says it has no answer
+_SENTENCE_VERB = re.compile(r"\b(?:is|are|was|were|equals|be|get|gives?)\b", re.I)  # "The total is 12 apples."
 _ENVIRONMENT = re.compile(r"\\begin\{(\w+\*?)\}.{0,2000}\\end\{\1\}", re.S)  # one matrix, array or cases: whole
 
 
@@ -62,8 +65,9 @@ def extract_answer(text: str | None, multiple_choice: bool = False, mode: str = 
     text = _after_thinking(text, tags=mode != "boxed")
     if text is None:
         return None
+    tagged = False
     if mode != "boxed":
-        text = _tagged(text)
+        text, tagged = _tagged(text)
     if mode == "mcq":
         return stated_letter(text)
     if multiple_choice:
@@ -85,6 +89,12 @@ def extract_answer(text: str | None, multiple_choice: bool = False, mode: str = 
     stated = _stated(text, _ANSWER_IS)
     if stated is not None:
         return stated
+    if tagged:  # what the tag holds is the answer, whole: a formula of any length, or a few words on one line
+        body = strip_wrappers(text)
+        sentence = _SENTENCE_VERB.search(body) and re.search(r"\d", body)  # its number is the answer then
+        words = len(body) <= _SHORT_ANSWER and "\n" not in body and not sentence
+        if words or (len(body) <= _LONGEST_TAGGED and not _PROSE_WORD.search(_without_commands(and_list(body)))):
+            return body or None
     return _fallback(text)
 
 
@@ -99,17 +109,17 @@ def _after_thinking(text: str, tags: bool) -> str | None:
     return None if unfinished else text
 
 
-def _tagged(text: str) -> str:
-    """What the last <answer> tag of `text` holds (up to </answer> or the end), or `text` when it has none, or
-    when a box comes after it (the answer then is boxed after all)."""
+def _tagged(text: str) -> tuple[str, bool]:
+    """What the last <answer> tag of `text` holds (up to </answer> or the end), and True; or `text` and False when
+    it has none, or when a box comes after it (the answer then is boxed after all)."""
     start = text.rfind(_ANSWER_TAG)
     if start == -1:
-        return text
+        return text, False
     body = text[start + len(_ANSWER_TAG) :]
     end = body.find(_ANSWER_TAG_END)
     if end != -1 and "box" in body[end:] and boxes(body[end:])[0]:
-        return text
-    return body if end == -1 else body[:end]
+        return text, False
+    return (body if end == -1 else body[:end]), True
 
 
 def _stated(text: str, anchor: re.Pattern) -> str | None:
@@ -165,7 +175,8 @@ def _fallback(text: str) -> str | None:
         return stripped or None
     found = _last_math(text)
     if found is None and len(stripped) <= _SHORT_ANSWER and "\n" not in stripped:
-        if "$" in stripped or stripped.isalpha():  # "odd $n$", "True": a short answer in words, with no number
+        one_word = stripped.isalpha() and stripped.lower() not in _NO_ANSWER_WORDS
+        if "$" in stripped or one_word:  # "odd $n$", "True": a short answer in words, with no number
             return stripped
     return found
 

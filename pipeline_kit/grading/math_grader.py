@@ -176,6 +176,11 @@ def equivalent(
         if any_order or all(nz.is_assignment(x) for x in items_e):
             return _match_any_order(items_p, items_e, sympy)
         return _all_equal(zip(items_p, items_e, strict=True), sympy)
+    if (len(items_p) == 1) != (len(items_e) == 1) and len(items_p) + len(items_e) <= _MAX_LIST:
+        single, listed = (items_p[0], items_e) if len(items_p) == 1 else (items_e[0], items_p)
+        thousands = all(len(x) == 3 and x.isdigit() for x in listed[1:])  # \$1,\!000: grouped digits, no list
+        if not thousands and all(nz.parse_number(x) is not None for x in (single, *listed)):
+            return False  # 1 against 1, 1: a list of numbers is no one number (math-verify's set of it would be)
     ap, ae = nz.assignment(p), nz.assignment(e)
     if ap and ae and ap[0] == ae[0]:  # y = 2x+4 against y = 2x+3: the right-hand sides
         return equivalent(ap[1], ae[1], sympy=sympy)
