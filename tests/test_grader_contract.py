@@ -293,6 +293,8 @@ def test_contract_file(name: str):
         ("\\text{the minimum value is } 3", "4", False),
         ("\\text{No}", "no", True),
         ("NO", "Yes", False),
+        ("no", "False", True),  # a yes/no answer against a true/false one
+        ("\\text{Yes}", "false", False),
         ("\\text{No solution}", "no solution", True),
         # an option's label before its value (AMC's answer key): its letter against a letter, else its value
         ("\\textbf{(D) } 12", "12", True),
@@ -301,6 +303,7 @@ def test_contract_file(name: str):
         ("\\textbf{(B)}\\ 3", "4", False),
         # a value stated before its variable; "all integers"; a percent in \text; sympy's faults never crash a verdict
         ("2", "2 = x", True),
+        ("19, 46, \\text{ and } 82", "19, 46, 82", True),  # "and" in \text joins a list as a bare "and" does
         ("1", "1, 1", False),  # a list of numbers is no one number (math-verify's set of 1, 1 is {1})
         ("3", "2 = x", False),
         ("\\text{all integers}", "\\mathbb{Z}", True),

@@ -19,6 +19,7 @@ GRADER_VERSION = 4  # part of every record's grading_key: bump it when a rule ch
 DEFAULT_TIMEOUT = 10.0  # seconds per answer
 _MAX_LIST = 16  # longer lists are left to math-verify whole (matching them item by item is quadratic)
 _LONE_I = re.compile(r"(?<![\\A-Za-z_])i(?![A-Za-z])")
+_TRUTH = {"yes": "true", "no": "false"}
 _BOUND_INDEX = re.compile(r"\\(?:sum|prod|lim)|i\s*(?:=|\\to)")
 
 
@@ -155,8 +156,8 @@ def equivalent(
     if relations.same_solutions(p, e):  # (x-1)(x+2)=0 is x^2+x-2=0; 2x+1>3 is 1<x
         return True
     wp, we = nz.word_answer(p), nz.word_answer(e)
-    if wp is not None and we is not None:
-        return wp == we
+    if wp is not None and we is not None:  # a yes/no question's answer may be stated as true/false
+        return _TRUTH.get(wp, wp) == _TRUTH.get(we, we)
     gp, ge = nz.bracket_items(p), nz.bracket_items(e)
     if gp and ge and gp[:2] == ge[:2]:  # the same brackets: tuples and intervals in order, sets in any order
         if len(gp[2]) != len(ge[2]):
@@ -178,8 +179,7 @@ def equivalent(
         return _all_equal(zip(items_p, items_e, strict=True), sympy)
     if (len(items_p) == 1) != (len(items_e) == 1) and len(items_p) + len(items_e) <= _MAX_LIST:
         single, listed = (items_p[0], items_e) if len(items_p) == 1 else (items_e[0], items_p)
-        thousands = all(len(x) == 3 and x.isdigit() for x in listed[1:])  # \$1,\!000: grouped digits, no list
-        if not thousands and all(nz.parse_number(x) is not None for x in (single, *listed)):
+        if not nz.grouped_digits(",".join(listed)) and all(nz.parse_number(x) is not None for x in (single, *listed)):
             return False  # 1 against 1, 1: a list of numbers is no one number (math-verify's set of it would be)
     ap, ae = nz.assignment(p), nz.assignment(e)
     if ap and ae and ap[0] == ae[0]:  # y = 2x+4 against y = 2x+3: the right-hand sides

@@ -47,6 +47,7 @@ _TRAILING_WORDS = re.compile(r"(?<=[\d}%)])\s+[A-Za-z][A-Za-z]+(?:\s+[A-Za-z]+)*
 _LONGEST_UNIT_SEARCH = 500  # longer "answers" are prose caught by an anchor; the word search would be quadratic
 _MATH_WORDS = {"pi", "and", "or", "sqrt", "sin", "cos", "tan", "log", "ln", "exp", "infty", "infinity", "inf", "mod"}
 _WORDS = re.compile(r"(?:[A-Za-z]{3,}|[Nn][Oo])(?: [A-Za-z]+)*")  # two letters are a product (ab), but "no" is a word
+_TEXT_AND = re.compile(r"\\(?:text|mbox|mathrm)\s*\{\s*and\s*\}")
 _AND_JOINER = re.compile(r"\s*,?\s*\band\s+")  # between the last two items of a list: "1, 2 and 3", "1, 2, and 3"
 _ITEM_WORD = re.compile(r"(?<![\\A-Za-z])[A-Za-z]{3,}")  # a word in a list's item (not a LaTeX command's name)
 _LETTER = re.compile(r"\(?([A-J])\)?")
@@ -138,6 +139,8 @@ def and_list(s: str) -> str:
     x = 2` → `x = 1, x = 2`; `s` as it is without such an "and", or when an item is prose ("Alice and Bob")."""
     if "and" not in s:
         return s
+    if "=" not in s:  # 19, 46, \text{ and } 82 (groups of assignments, p = 5, q = 2 \text{ and } ..., stay whole)
+        s = _TEXT_AND.sub(" and ", s)
     items = _AND_JOINER.split(s)
     if len(items) < 2 or any(not item.strip() or _prose(item) for item in items):
         return s
@@ -312,6 +315,11 @@ def _significant(x: Fraction, digits: int = 6) -> Fraction:
         return x
     exponent = math.floor(math.log10(abs(x.numerator)) - math.log10(x.denominator))  # big ints are fine here
     return round(x, digits - 1 - exponent)
+
+
+def grouped_digits(s: str) -> bool:
+    """Whether `s` is one number with thousands separators (16,386.20; 1,\\!000), not a list."""
+    return _THOUSANDS.fullmatch(s) is not None
 
 
 def word_answer(s: str) -> str | None:
