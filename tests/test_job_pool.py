@@ -5,6 +5,7 @@ and merges its own files, and a job killed mid-run resumes exactly."""
 from __future__ import annotations
 
 import gc
+import itertools
 import random
 import signal
 import subprocess
