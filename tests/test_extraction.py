@@ -113,6 +113,7 @@ from pipeline_kit.grading.math_grader import equivalent
             "\\begin{pmatrix} 1/\\sqrt{2} & 1/\\sqrt{2} \\\\ -1/\\sqrt{2} & 1/\\sqrt{2} \\end{pmatrix}",
         ),
         ("odd $n$", "odd $n$"),
+        ("So $\\boxed{5}$\n\n$\\boxed{5}$", "5"),  # the same box twice: one answer (not the list 5, 5)
         # an <answer> tag holds the answer whole: a formula of any length, a few words; a sentence's number
         (
             "<answer>\\left(-\\infty,-\\frac 12\\right)\\cup \\left(-\\frac 12,\\infty\\right)</answer>",

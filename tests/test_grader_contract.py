@@ -230,6 +230,10 @@ def test_contract_file(name: str):
         ("k\\pi + \\frac{\\pi}{4}, k \\in \\mathbb{Z}", "\\frac{\\pi}{4} + k\\pi", True),
         ("x = 2k\\pi (k \\in \\mathbb{Z})", "2\\pi k", True),
         ("k\\pi + \\frac{\\pi}{4}, k \\in \\mathbb{Z}", "k\\pi - \\frac{\\pi}{4}", False),
+        # the declared parameter is a dummy: named k, as answer keys name it, unless k is something else there
+        ("\\frac{\\pi}{6} + 2n\\pi, n \\in \\mathbb{Z}", "\\frac{\\pi}{6} + 2k\\pi", True),
+        ("\\frac{\\pi}{6} + n\\pi, n \\in \\mathbb{Z}", "\\frac{\\pi}{6} + 2k\\pi", False),
+        ("k + 2n\\pi, n \\in \\mathbb{Z}", "k + 2k\\pi", False),
         # a repeating decimal is the fraction it equals
         ("0.\\overline{3}", "\\frac{1}{3}", True),
         ("0.1\\overline{6}", "\\frac{1}{6}", True),

@@ -12,7 +12,7 @@ from fractions import Fraction
 _SET_BUILDER = re.compile(r"\\\{\s*([A-Za-z])\s*(?:\\mid|\\vert|\||:|\\colon)\s*(.+?)\s*\\\}")
 # ", k \in \mathbb{Z}", "(k\in\mathbf Z)", "\text{ where } n \in \mathbb{Z}": the parameter of a general solution
 _PARAMETER = re.compile(
-    r"\s*[,;]?\s*(?:\\(?:text|mathrm)\{\s*(?:where|for)\s*\}|\\quad|\\,)*\s*\(?\s*[A-Za-z]\s*\\in\s*"
+    r"\s*[,;]?\s*(?:\\(?:text|mathrm)\{\s*(?:where|for)\s*\}|\\quad|\\,)*\s*\(?\s*([A-Za-z])\s*\\in\s*"
     r"\\(?:mathbb|mathbf|Bbb)\s*\{?\s*Z\s*\}?\s*\)?\s*$"
 )
 # 0.\overline{3}, 0.1\overline{6}, 1.\dot{3}, 0.(142857): the digits under the bar repeat for ever
@@ -62,11 +62,20 @@ def rewritten(s: str) -> str:
         return f"({m.group(1)})"
     if s.startswith("\\{") and (m := _SET_BUILDER.fullmatch(s)):
         s = m.group(2)
-    if "Z" in s and "\\in" in s:  # (not \\infty alone)
-        s = _PARAMETER.sub("", s)
+    if "Z" in s and "\\in" in s and (m := _PARAMETER.search(s)):  # (not \\infty alone)
+        s = _as_k(s[: m.start()] + s[m.end() :], m.group(1))
     if "." in s and len(s) < _LONGEST_DECIMAL and (m := _REPEATING.fullmatch(s)):
         return _fraction(*m.groups())
     return _EMPTY_SET.sub(r"\\emptyset", s) if "\\varnothing" in s or "\\{" in s or "\\O" in s else s
+
+
+def _as_k(s: str, letter: str) -> str:
+    """A general solution's integer parameter named k, the name most answer keys give it (2n\\pi, n \\in \\mathbb{Z}
+    is 2k\\pi), unless k already names something else in it."""
+    alone = r"(?<![A-Za-z\\]){}(?![A-Za-z])"
+    if letter == "k" or re.search(alone.format("k"), s):
+        return s
+    return re.sub(alone.format(letter), "k", s)
 
 
 def _fraction(sign: str, whole: str, fixed: str, *repeating_groups: str | None) -> str:

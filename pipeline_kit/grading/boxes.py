@@ -51,12 +51,15 @@ def boxed_content(text: str, *, verbatim: bool = False) -> str | None:
 
 def final_boxed(text: str) -> str | None:
     """The content of the last \\boxed{}, or of the last run of boxes joined only by commas, "and" or "or"
-    ("\\boxed{2} and \\boxed{3}" → "2, 3": one answer boxed in parts); earlier boxes are steps on the way."""
+    ("\\boxed{2} and \\boxed{3}" → "2, 3": one answer boxed in parts; the same box twice is that answer); earlier
+    boxes are steps on the way."""
     found, open_last = boxes(text)
     if open_last or not found:
         return None
     i = len(found) - 1
     while i > 0 and BOX_JOINER.fullmatch(text[found[i - 1][1] : found[i][0]]):
         i -= 1
-    parts = [b[2].strip() for b in found[i:]]
-    return ", ".join(p for p in parts if p) or None
+    parts = [part for b in found[i:] if (part := b[2].strip())]
+    if len(set(parts)) == 1:  # \boxed{5} \boxed{5}: one answer stated twice, not a list
+        return parts[0]
+    return ", ".join(parts) or None
