@@ -1,7 +1,7 @@
 """Agreement of kit's grader with other projects' verdicts on cases it was not tuned to (issue 22): for each case of
-a JSONL file (`pred`, `gold`, `equivalent`, `source`), kit's verdict (the pred's answer extracted in auto mode, or
-in boxed mode with --extract boxed, then math_grader.grade against the gold) and math-verify's, called directly
-(`verify(parse(gold), parse(pred))`).
+a JSONL file (`pred`, `gold`, `equivalent`, `source`), kit's verdict as `kit grade` gives it on a record with that
+generation and expected answer (extraction in auto mode, or boxed with --extract boxed; then math_grader.grade) and
+math-verify's, called directly (`verify(parse(gold), parse(pred))`).
 
   python perf/bench_grader_heldout.py --cases CASES.jsonl [--misses] [--extract boxed]
 
@@ -32,8 +32,8 @@ def main() -> int:
 
     from math_verify import parse, verify
 
-    from pipeline_kit.grading.extraction import extract_answer
-    from pipeline_kit.grading.math_grader import Task, grade
+    from pipeline_kit.grading.grade import task_of
+    from pipeline_kit.grading.math_grader import grade
 
     logging.getLogger("math_verify").setLevel(logging.CRITICAL)
     cases = [json.loads(line) for line in Path(args.cases).read_text().splitlines() if line.strip()]
@@ -41,8 +41,8 @@ def main() -> int:
     start = time.monotonic()
     for case in cases:
         source, want = case["source"], case["equivalent"]
-        predicted = extract_answer(case["pred"], mode=args.extract)
-        kit = grade(Task(predicted, case["gold"])).correct
+        task = task_of({"generation": case["pred"], "expected_answer": case["gold"]}, source, args.extract)
+        predicted, kit = task.predicted, grade(task).correct  # as `kit grade` reads a record
         try:
             mv = bool(verify(parse(case["gold"]), parse(case["pred"])))
         except Exception:  # math-verify's own failure counts as its "not equivalent"

@@ -250,3 +250,18 @@ def test_lists_in_any_order_when_the_problem_or_the_benchmark_says_so(tmp_path: 
     out = write_jsonl(tmp_path / "output.jsonl", rows)
     grade_files([out], workers=0)
     assert [r["symbolic_correct"] for r in read_jsonl(out)] == [True, False, True, False]
+
+
+def test_a_generation_that_is_the_expected_answer_text_is_correct_in_auto_mode(tmp_path: Path):
+    """IMO-AnswerBench's answers in words: the rules would cut "..., where $\\varphi = ...$" to a number; a whole
+    generation that is the expected answer's text (whitespace aside) is that answer. Boxed mode still wants a box."""
+    answer = "$\\lfloor\\varphi n\\rfloor$, where $\\varphi = \\frac{\\sqrt{5}+1}{2}$"
+    rows = [
+        {"expected_answer": answer, "generation": answer.replace(" ", "  ") + "\n"},
+        {"expected_answer": answer, "generation": answer.replace("+1", "-1")},
+    ]
+    out = write_jsonl(tmp_path / "output.jsonl", rows)
+    grade_files([out], workers=0, extract="auto")
+    assert [r["symbolic_correct"] for r in read_jsonl(out)] == [True, False]
+    grade_files([out], workers=0, extract="boxed")
+    assert [r["symbolic_correct"] for r in read_jsonl(out)] == [False, False]

@@ -99,7 +99,8 @@ def grade_files(
 
 def task_of(record: dict, where: str, extract: str) -> Task:
     """The grading task of one record: its answer extracted from `generation` by mode `extract` (as a letter when
-    the question is multiple-choice: it has `options`, or its expected answer is a letter A-J), the expected answer
+    the question is multiple-choice: it has `options`, or its expected answer is a letter A-J; in auto mode the
+    whole generation when it is the expected answer's text, whitespace aside), the expected answer
     (in mode mcq its letter, upper-cased), the options, and whether lists may come in any order (any_order)."""
     for key in ("generation", "expected_answer"):
         if key not in record:
@@ -121,8 +122,11 @@ def task_of(record: dict, where: str, extract: str) -> Task:
                 "A-J and the record has no options; grade such answers with --extract=boxed or auto."
             )
         expected = letter or expected
+    predicted = extract_answer(generation, multiple_choice=multiple_choice, mode=extract)
+    if extract == "auto" and generation and " ".join(generation.split()) == " ".join(expected.split()):
+        predicted = generation.strip()  # the whole response is the expected answer's text ("odd $n$, where ...")
     return Task(
-        predicted=extract_answer(generation, multiple_choice=multiple_choice, mode=extract),
+        predicted=predicted,
         expected=expected,
         options=options,
         any_order=any_order(record),
