@@ -113,6 +113,11 @@ from pipeline_kit.grading.math_grader import equivalent
             "\\begin{pmatrix} 1/\\sqrt{2} & 1/\\sqrt{2} \\\\ -1/\\sqrt{2} & 1/\\sqrt{2} \\end{pmatrix}",
         ),
         ("odd $n$", "odd $n$"),
+        # after "the answer is", a $…$ that closes on a later line is read to its end (a matrix over two lines)
+        (
+            "The final answer is $\\begin{pmatrix} 1 \\\\\n 2 \\end{pmatrix}$.\nCheck: $9$.",
+            "\\begin{pmatrix} 1 \\\\  2 \\end{pmatrix}",
+        ),
         ("So $\\boxed{5}$\n\n$\\boxed{5}$", "5"),  # the same box twice: one answer (not the list 5, 5)
         # an <answer> tag holds the answer whole: a formula of any length, a few words; a sentence's number
         (

@@ -39,6 +39,7 @@ _PROSE_WORD = re.compile(
 )
 _SHORT_ANSWER = 60  # a whole generation this short and not prose is its own answer ("42", "\frac{4}{23}")
 _LONGEST_TAGGED = 2000  # an <answer> tag's formula is taken whole up to this length (a list of 20 triples fits)
+_DOLLAR_SIGN = re.compile(r"(?<!\\)\$")  # one that opens or closes math ($$ counts twice), not a \$
 _NO_ANSWER_WORDS = {"none", "null", "nan", "unknown"}  # a whole response of one of these says it has no answer
 _SENTENCE_VERB = re.compile(r"\b(?:is|are|was|were|equals|be|get|gives?)\b", re.I)  # "The total is 12 apples."
 _ENVIRONMENT = re.compile(r"\\begin\{(\w+\*?)\}.{0,2000}\\end\{\1\}", re.S)  # one matrix, array or cases: whole
@@ -133,7 +134,7 @@ def _after_anchor(rest: str) -> str | None:
     rest = rest.lstrip(" \t:：")
     if rest.startswith("}"):  # \text{The answer is } 5: the anchor's \text group closes before the answer
         rest = rest[1:].lstrip(" \t:：")
-    line = _HOPE.sub("", rest.split("\n", 1)[0]).strip()
+    line = _HOPE.sub("", _first_line(rest)).strip()
     segments = list(_INLINE_MATH.finditer(line))
     if segments:  # the first $…$, with those right after it joined by commas or "and" ($f(n)=n$, $g(n)=1$)
         run = [segments[0]]
@@ -157,6 +158,19 @@ def _after_anchor(rest: str) -> str | None:
             return _formula(line, token)
         return line if len(line.split()) <= 4 else None  # "Monday"; not "whether it is correct, let us check"
     return _last_of_chain(line) or None
+
+
+def _first_line(rest: str) -> str:
+    """The line after an anchor, on through the line that closes a $…$ it opens ("is $\\begin{pmatrix} 1 \\\\" then
+    "2 \\end{pmatrix}$.": a matrix over two lines), its line breaks as spaces."""
+    first, _, more = rest.partition("\n")
+    if not more or len(_DOLLAR_SIGN.findall(first)) % 2 == 0:
+        return first
+    close = _DOLLAR_SIGN.search(more, 0, _LONGEST_TAGGED)
+    if close is None:
+        return first
+    end = more.find("\n", close.end())
+    return " ".join([first, more[: end if end != -1 else len(more)]]).replace("\n", " ")
 
 
 def _last_of_chain(s: str) -> str:
