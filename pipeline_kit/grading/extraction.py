@@ -38,11 +38,13 @@ _PROSE_WORD = re.compile(
     r"(?<![\\A-Za-z])[^\W\d_]{3,}|(?<!\S)(?i:is|it|so|we|be|to|of|at|on|by|as|if|an)(?=\s)|[\u3000-\u9fff\uac00-\ud7af]"
 )
 _SHORT_ANSWER = 60  # a whole generation this short and not prose is its own answer ("42", "\frac{4}{23}")
-_LONGEST_TAGGED = 2000  # an <answer> tag's formula is taken whole up to this length (a list of 20 triples fits)
+# a formula read whole (an <answer> tag's body, a response that is one matrix, a $…$ over several lines) is at most
+# this long: a list of 20 triples fits
+_LONGEST_WHOLE = 2000
 _DOLLAR_SIGN = re.compile(r"(?<!\\)\$")  # one that opens or closes math ($$ counts twice), not a \$
 _NO_ANSWER_WORDS = {"none", "null", "nan", "unknown"}  # a whole response of one of these says it has no answer
 _SENTENCE_VERB = re.compile(r"\b(?:is|are|was|were|equals|be|get|gives?)\b", re.I)  # "The total is 12 apples."
-_ENVIRONMENT = re.compile(r"\\begin\{(\w+\*?)\}.{0,2000}\\end\{\1\}", re.S)  # one matrix, array or cases: whole
+_ENVIRONMENT = re.compile(rf"\\begin\{{(\w+\*?)\}}.{{0,{_LONGEST_WHOLE}}}\\end\{{\1\}}", re.S)  # a matrix, array, cases
 
 
 _ANSWER_TAG, _ANSWER_TAG_END = "<answer>", "</answer>"
@@ -94,7 +96,7 @@ def extract_answer(text: str | None, multiple_choice: bool = False, mode: str = 
         body = strip_wrappers(text)
         sentence = _SENTENCE_VERB.search(body) and re.search(r"\d", body)  # its number is the answer then
         words = len(body) <= _SHORT_ANSWER and "\n" not in body and not sentence
-        if words or (len(body) <= _LONGEST_TAGGED and not _PROSE_WORD.search(_without_commands(and_list(body)))):
+        if words or (len(body) <= _LONGEST_WHOLE and not _PROSE_WORD.search(_without_commands(and_list(body)))):
             return body or None
     return _fallback(text)
 
@@ -166,7 +168,7 @@ def _first_line(rest: str) -> str:
     first, _, more = rest.partition("\n")
     if not more or len(_DOLLAR_SIGN.findall(first)) % 2 == 0:
         return first
-    close = _DOLLAR_SIGN.search(more, 0, _LONGEST_TAGGED)
+    close = _DOLLAR_SIGN.search(more, 0, _LONGEST_WHOLE)
     if close is None:
         return first
     end = more.find("\n", close.end())
