@@ -123,7 +123,7 @@ def task_of(record: dict, where: str, extract: str) -> Task:
             )
         expected = letter or expected
     predicted = extract_answer(generation, multiple_choice=multiple_choice, mode=extract)
-    if extract == "auto" and generation and " ".join(generation.split()) == " ".join(expected.split()):
+    if extract == "auto" and generation and _same_text(generation, expected):
         predicted = generation.strip()  # the whole response is the expected answer's text ("odd $n$, where ...")
     return Task(
         predicted=predicted,
@@ -131,6 +131,14 @@ def task_of(record: dict, where: str, extract: str) -> Task:
         options=options,
         any_order=any_order(record),
     )
+
+
+def _same_text(generation: str, expected: str) -> bool:
+    """Whether `generation` is `expected`, whitespace aside. A generation many times longer is not even split: a
+    reasoning model's 100,000 characters would cost ~0.7 ms per record on a path that grades thousands a second."""
+    if len(generation) > 4 * len(expected) + 64:
+        return False
+    return generation.split() == expected.split()
 
 
 def any_order(record: dict) -> bool:
