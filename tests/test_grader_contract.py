@@ -313,6 +313,28 @@ def test_contract_file(name: str):
         ("\\text{all integers}", "\\mathbb{Z}", True),
         ("\\frac{1}{2}\\text{ percent}", "0.005", True),
         ("\\lceil \\log_2 n \\rceil", "\\lceil\\log_{2} n\\rceil", True),
+        # a vector as a one-column or one-row matrix, a tuple or a bracket list; not an interval, not a 2x2 matrix
+        ("(1, 2)", "\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}", True),
+        ("\\begin{pmatrix} 1 \\\\ 2 \\\\ \\end{pmatrix}", "[1, 2]", True),
+        ("\\begin{pmatrix} 1 & 2 \\end{pmatrix}", "\\begin{bmatrix} 1 \\\\ 2 \\end{bmatrix}", True),
+        ("(1, \\frac{1}{2})", "\\begin{pmatrix} 1 \\\\ 0.5 \\end{pmatrix}", True),
+        ("(2, 1)", "\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}", False),
+        ("[1, 2)", "\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}", False),
+        ("(1, 0, 0, 1)", "\\begin{pmatrix} 1 & 0 \\\\ 0 & 1 \\end{pmatrix}", False),
+        ("\\begin{vmatrix} 1 \\\\ 2 \\end{vmatrix}", "(1, 2)", False),
+        # "no solution" is the empty set; "No" alone stays a word answer
+        ("\\text{None}", "\\emptyset", True),
+        ("\\text{There are no real solutions.}", "\\varnothing", True),
+        ("\\text{NO SOLUTION}", "no solution", True),
+        ("\\text{No}", "\\emptyset", False),
+        ("\\emptyset", "0", False),
+        # a congruence class: by modulus and residue; against a number, its residue
+        ("7 \\pmod{9}", "7", True),
+        ("7", "n \\equiv 7 \\pmod 9", True),
+        ("7.0", "7 \\pmod{9}", True),
+        ("-2 \\pmod 9", "7", False),
+        ("a_1 \\equiv -2 \\ (\\text{mod } 9)", "a_1 \\equiv 7 \\pmod{9}", True),
+        ("x \\equiv 2 \\pmod{4}", "x \\equiv 0 \\pmod{2}", False),
     ],
 )
 def test_rules(predicted, expected, correct):

@@ -1,7 +1,7 @@
 """Answer forms that say one thing in several ways, each rewritten to the form the other rules compare: a set written
 by its condition, a general solution with its integer parameter, a repeating decimal, an angle in degrees inside a
 trigonometric function, a congruence's modulus, {n \\choose k}, "all real numbers" and "all integers", a vector in
-angle brackets and the empty set's symbols."""
+angle brackets, the empty set's symbols and "no solution"."""
 
 from __future__ import annotations
 
@@ -34,6 +34,10 @@ _ALL_INTEGERS = re.compile(r"all integers|every integer", re.I)
 # a vector in angle brackets, as calculus texts write it: \langle 1, 2, 3 \rangle, ⟨1, 2⟩, <1, 2, 3>
 _ANGLE_VECTOR = re.compile(r"(?:\\left)?(?:\\langle|⟨|<)\s*([^<>]*,[^<>]*?)\s*(?:\\right)?(?:\\rangle|⟩|>)")
 _EMPTY_SET = re.compile(r"\\varnothing(?![A-Za-z])|\\\{\s*\\\}|\\O(?![A-Za-z])")
+# a whole answer saying that nothing solves the problem: the empty set (college_math's "No solution")
+_NO_SOLUTION = re.compile(r"(?:there (?:is|are) )?no (?:real |such )?(?:solutions?|roots?|values?)\.?|none\.?", re.I)
+# a residue class, in canonical form: x\equiv7\pmod{9}, \equiv7\pmod{9}, 7\pmod{9}
+_CONGRUENCE = re.compile(r"(?:(?:[A-Za-z](?:_\{?\w+\}?)?)?\\equiv)?([+-]?\d{1,18})\\pmod\{(\d{1,18})\}")
 
 
 def in_radians(s: str) -> str:
@@ -58,6 +62,8 @@ def rewritten(s: str) -> str:
         return "\\mathbb{R}"
     if "integer" in s and _ALL_INTEGERS.fullmatch(s.strip()):
         return "\\mathbb{Z}"
+    if len(s) < 40 and "no" in s.lower() and _NO_SOLUTION.fullmatch(s.strip()):
+        return "\\emptyset"
     if s.rstrip().endswith((">", "rangle", "⟩")) and (m := _ANGLE_VECTOR.fullmatch(s.strip())):
         return f"({m.group(1)})"
     if s.startswith("\\{") and (m := _SET_BUILDER.fullmatch(s)):
@@ -67,6 +73,12 @@ def rewritten(s: str) -> str:
     if "." in s and len(s) < _LONGEST_DECIMAL and (m := _REPEATING.fullmatch(s)):
         return _fraction(*m.groups())
     return _EMPTY_SET.sub(r"\\emptyset", s) if "\\varnothing" in s or "\\{" in s or "\\O" in s else s
+
+
+def congruence(canonical: str) -> tuple[int, int] | None:
+    """(residue, modulus) of a residue class in canonical form (`x\\equiv7\\pmod{9}`, `7\\pmod{9}`), else None."""
+    m = _CONGRUENCE.fullmatch(canonical) if "pmod" in canonical else None
+    return (int(m.group(1)), int(m.group(2))) if m and int(m.group(2)) > 0 else None
 
 
 def _as_k(s: str, letter: str) -> str:

@@ -13,9 +13,10 @@ from functools import lru_cache
 from pipeline_kit.errors import UserError
 from pipeline_kit.grading import normalize as nz
 from pipeline_kit.grading import numeric, quantities, relations
+from pipeline_kit.grading.answer_forms import congruence
 from pipeline_kit.grading.extraction import extract_answer, final_boxed
 
-GRADER_VERSION = 4  # part of every record's grading_key: bump it when a rule changes what is equal
+GRADER_VERSION = 5  # part of every record's grading_key: bump it when a rule changes what is equal
 DEFAULT_TIMEOUT = 10.0  # seconds per answer
 _MAX_LIST = 16  # longer lists are left to math-verify whole (matching them item by item is quadratic)
 _LONE_I = re.compile(r"(?<![\\A-Za-z_])i(?![A-Za-z])")
@@ -131,6 +132,11 @@ def equivalent(
         if bp and be:
             return bp == be
         return (bp or be)[0] == (e if bp else p).lower()
+    cp, ce = congruence(p), congruence(e)
+    if cp and ce:  # x \equiv 7 \pmod{9} against x \equiv 16 \pmod{9}: the same class
+        return cp[1] == ce[1] and (cp[0] - ce[0]) % cp[1] == 0
+    if (cp or ce) and (number := nz.parse_number(e if cp else p)) is not None:
+        return nz.numbers_equal(number, nz.parse_number(str((cp or ce)[0])))  # 7 \pmod{9} states the residue 7 (16 is in its class, but not 7)
     if "pm" in p or "pm" in e or "mp" in p or "mp" in e:  # x = \frac{-1 \pm \sqrt{5}}{2}: its two solutions
         both_p, both_e = nz.plus_minus(p), nz.plus_minus(e)
         if both_p or both_e:
@@ -159,6 +165,9 @@ def equivalent(
     if wp is not None and we is not None:  # a yes/no question's answer may be stated as true/false
         return _TRUTH.get(wp, wp) == _TRUTH.get(we, we)
     gp, ge = nz.bracket_items(p), nz.bracket_items(e)
+    vectors = _as_vectors(p, e, gp, ge)
+    if vectors:  # \begin{pmatrix}1\\2\end{pmatrix} against (1, 2), [1, 2] or a row: entry by entry, in order
+        return len(vectors[0]) == len(vectors[1]) and _all_equal(zip(*vectors), sympy)
     if gp and ge and gp[:2] == ge[:2]:  # the same brackets: tuples and intervals in order, sets in any order
         if len(gp[2]) != len(ge[2]):
             return False
@@ -198,6 +207,17 @@ def _members(answer: str) -> list[str]:
     """The items of a set \\{…\\} or of a bare list; one item for anything else."""
     group = nz.bracket_items(answer)
     return group[2] if group and group[0] == "\\{" else nz.split_list(answer)
+
+
+def _as_vectors(p: str, e: str, gp, ge) -> tuple[list[str], list[str]] | None:
+    """The entries of both answers when one is a vector written as a one-column or one-row matrix and the other is
+    one too, or a tuple or bracket list (`gp`, `ge`: their bracket_items); else None."""
+    vp, ve = nz.vector_entries(p), nz.vector_entries(e)
+    if vp is None and ve is None:
+        return None
+    xs = vp if vp is not None else gp[2] if gp and gp[:2] in (("(", ")"), ("[", "]")) else None
+    ys = ve if ve is not None else ge[2] if ge and ge[:2] in (("(", ")"), ("[", "]")) else None
+    return (xs, ys) if xs is not None and ys is not None else None
 
 
 def _union_of(answer: str) -> str | None:

@@ -61,6 +61,7 @@ _STATED_VALUE = re.compile(
     r"^(?:\\text\{\s*[A-Za-z][A-Za-z ,']*?\b(?:is|are|equals)\s*:?\s*\}|[A-Za-z][A-Za-z ,']*?\b(?:is|are|equals)\s*:?)\s*(?=\S)"
 )
 _BASE = re.compile(r"([0-9][0-9A-Za-z]*)_\{?(\d+)\}?")
+_VECTOR = re.compile(r"\\begin\{([pb]?matrix)\}(.*)\\end\{\1\}", re.S)
 _GROUP = re.compile(r"(\\\{|\(|\[)(.*)(\\\}|\)|\])", re.S)
 _ASSIGNMENT = re.compile(r"[A-Za-z](?:_\{?\w+\}?)?\s*=\s*(.+)")
 _VALUE_FIRST = re.compile(r"([^=<>]+?)\s*=\s*([A-Za-z](?:_\{?\w+\}?)?)")  # 2 = x, as the value's statement
@@ -353,6 +354,20 @@ def bracket_items(s: str) -> tuple[str, str, list[str]] | None:
             return None
     items = split_list(m.group(2))
     return (m.group(1), m.group(3), items) if depth == 0 and len(items) > 1 else None
+
+
+def vector_entries(s: str) -> list[str] | None:
+    """The entries of a one-column or one-row matrix (`s` canonical: \\begin{pmatrix}1\\\\2\\end{pmatrix},
+    \\begin{bmatrix}1&2\\end{bmatrix}), a vector as MATH's answers write it; None for anything else."""
+    m = _VECTOR.fullmatch(s) if "matrix" in s else None
+    if not m or "\\begin" in m.group(2):
+        return None
+    rows = m.group(2).split("\\\\")
+    if rows and not rows[-1].strip():  # a row break after the last row
+        rows.pop()
+    entries = rows[0].split("&") if len(rows) == 1 else rows if all("&" not in row for row in rows) else []
+    entries = [entry.strip() for entry in entries]
+    return entries if len(entries) > 1 and all(entries) else None
 
 
 def plus_minus(s: str) -> list[str] | None:
