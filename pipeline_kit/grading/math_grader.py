@@ -167,7 +167,7 @@ def equivalent(
     gp, ge = nz.bracket_items(p), nz.bracket_items(e)
     vectors = _as_vectors(p, e, gp, ge)
     if vectors:  # \begin{pmatrix}1\\2\end{pmatrix} against (1, 2), [1, 2] or a row: entry by entry, in order
-        return len(vectors[0]) == len(vectors[1]) and _all_equal(zip(*vectors), sympy)
+        return len(vectors[0]) == len(vectors[1]) and _all_equal(zip(*vectors, strict=True), sympy)
     if gp and ge and gp[:2] == ge[:2]:  # the same brackets: tuples and intervals in order, sets in any order
         if len(gp[2]) != len(ge[2]):
             return False
