@@ -136,7 +136,8 @@ def equivalent(
     if cp and ce:  # x \equiv 7 \pmod{9} against x \equiv 16 \pmod{9}: the same class
         return cp[1] == ce[1] and (cp[0] - ce[0]) % cp[1] == 0
     if (cp or ce) and (number := nz.parse_number(e if cp else p)) is not None:
-        return nz.numbers_equal(number, nz.parse_number(str((cp or ce)[0])))  # 7 \pmod{9} states the residue 7 (16 is in its class, but not 7)
+        residue = nz.parse_number(str((cp or ce)[0]))  # 7 \pmod{9} states 7 (16 is in its class, but is not 7)
+        return nz.numbers_equal(number, residue)
     if "pm" in p or "pm" in e or "mp" in p or "mp" in e:  # x = \frac{-1 \pm \sqrt{5}}{2}: its two solutions
         both_p, both_e = nz.plus_minus(p), nz.plus_minus(e)
         if both_p or both_e:
