@@ -335,6 +335,14 @@ def test_contract_file(name: str):
         ("-2 \\pmod 9", "7", False),
         ("a_1 \\equiv -2 \\ (\\text{mod } 9)", "a_1 \\equiv 7 \\pmod{9}", True),
         ("x \\equiv 2 \\pmod{4}", "x \\equiv 0 \\pmod{2}", False),
+        # an exact irrational value and a decimal of 4 or more significant digits that it rounds to, as for fractions
+        ("\\sqrt{2}", "1.4142", True),
+        ("3.14159", "\\pi", True),
+        ("\\frac{\\sqrt{3}}{2}", "0.8660", True),
+        ("e^2", "7.389", True),
+        ("\\pi", "3.14", False),
+        ("\\sqrt{2}", "1.4143", False),
+        ("-0.7071", "\\frac{1}{\\sqrt{2}}", False),
     ],
 )
 def test_rules(predicted, expected, correct):

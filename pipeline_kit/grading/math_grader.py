@@ -8,6 +8,7 @@ import re
 import signal
 import threading
 from dataclasses import dataclass
+from fractions import Fraction
 from functools import lru_cache
 
 from pipeline_kit.errors import UserError
@@ -154,6 +155,10 @@ def equivalent(
         number = quantities.number_with_unit(predicted if np_ is None else expected)  # 9.8 m/s^2 against 9.8
         if number is not None and (value := nz.parse_number(nz.canonical(number))) is not None:
             return nz.numbers_equal(value, np_ or ne)
+        written, other = (np_, e) if np_ is not None else (ne, p)
+        if written.places is not None and (exact := numeric.real_constant(other)) is not None:
+            if nz.numbers_equal(nz.Number(Fraction(exact)), written):  # \sqrt{2} and 1.4142: the decimal it rounds to
+                return True
     up, ue = _union_of(p), _union_of(e)
     if (up or ue) and _equal_or_open(up or p, ue or e, sympy):  # x<1 or x>3 is (-\infty,1)\cup(3,\infty)
         return True

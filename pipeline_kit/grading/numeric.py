@@ -61,6 +61,18 @@ def values(exprs: list[str], points: tuple[tuple[float, ...], ...] = POINTS) -> 
     return out
 
 
+def real_constant(s: str) -> float | None:
+    """The value of canonical answer `s` when it is a real constant in this grammar (\\sqrt{2}, 2\\pi, e^2, \\ln 2):
+    the same at both points, and real; else None."""
+    found = values([s])
+    if found is None:
+        return None
+    (first,), (second,) = found
+    if not close(first, second) or abs(first.imag) > _TOLERANCE * max(1.0, abs(first)):
+        return None
+    return first.real
+
+
 def close(x: complex, y: complex) -> bool:
     return abs(x - y) <= _TOLERANCE * max(1.0, abs(x), abs(y))
 
