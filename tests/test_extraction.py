@@ -178,6 +178,9 @@ def test_no_answer_is_none():
         ("first \\boxed{3}, then \\fbox{4}", "4", "4"),
         ("cut off: \\boxed{3} and then \\boxed{\\frac{1", None, None),
         ("<think>so</think><answer>7</answer>", None, "7"),  # boxed mode reads no tags
+        # AoPS's \framebox (aime25's reference solutions): a box in auto mode, not in boxed mode (NeMo-Skills' count)
+        ("so $1 + 11 + 37 = \\framebox{49}$ is the correct answer", None, "49"),
+        ("an earlier \\boxed{3}, the answer \\framebox{204} minutes", "3", "204"),
     ],
 )
 def test_extraction_modes(text, boxed, auto):

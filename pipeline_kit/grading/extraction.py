@@ -60,9 +60,10 @@ def extract_answer(text: str | None, multiple_choice: bool = False, mode: str = 
     (without "I hope it is correct", a closing period or $); "#### X"; "the answer is X" / "Answer: X" (also
     réponse, respuesta, Antwort, 答案); the whole text when it is a short formula; the last $…$ that is not prose;
     the last number, or the plain-text formula it is part of (formula.formula_around). With `multiple_choice`, a
-    letter A-J comes first: a boxed letter, and in auto mode a stated one, then the last "(B)". In every mode only
-    what follows a reasoning trace (</think>) is read, and a trace that never ended has no answer (in auto and mcq
-    modes, unless it holds an <answer> tag). None when nothing is found."""
+    letter A-J comes first: a boxed letter, and in auto mode a stated one, then the last "(B)". Auto and mcq modes
+    take AoPS's \\framebox{} for a box. In every mode only what follows a reasoning trace (</think>) is read, and a
+    trace that never ended has no answer (in auto and mcq modes, unless it holds an <answer> tag). None when nothing
+    is found."""
     if not text or not text.strip():
         return None
     text = _after_thinking(text, tags=mode != "boxed")
@@ -71,6 +72,8 @@ def extract_answer(text: str | None, multiple_choice: bool = False, mode: str = 
     tagged = False
     if mode != "boxed":
         text, tagged = _tagged(text)
+        if "\\framebox{" in text:  # AoPS solutions' box (aime25's reference solutions): auto and mcq read it too
+            text = text.replace("\\framebox{", "\\fbox{")
     if mode == "mcq":
         return stated_letter(text)
     if multiple_choice:
