@@ -131,6 +131,12 @@ from pipeline_kit.grading.math_grader import equivalent
         ("<answer>Mrs. Hilt</answer>", "Mrs. Hilt"),
         ("<answer>They are equal</answer>", "They are equal"),
         ("True", "True"),
+        # the last $…$ with those before it joined only by commas, "and" or "or", when each gives one variable a value
+        ("The solutions are $x = 2$ and $x = 3$.", "x = 2, x = 3"),
+        ("so $k=-1$, or $k = -9$", "k=-1, k = -9"),  # OlympiadBench's reference solutions end so
+        ("Initially $x=2$, and after one step $x=3$.", "x=3"),  # words between: the last one
+        ("We get $m = 3$ and $n = 4$.", "n = 4"),  # two variables: the last one
+        ("The number lies between $1$ and $10$.", "10"),  # no variable: the last one
     ],
 )
 def test_extract_answer(text, answer):

@@ -9,7 +9,7 @@ import re
 from pipeline_kit.grading.boxes import BOX_JOINER, boxed_content, boxes, final_boxed, last_boxed  # noqa: F401  (callers take them from here too)
 from pipeline_kit.grading.choices import letter_first, stated_letter
 from pipeline_kit.grading.formula import formula_around
-from pipeline_kit.grading.normalize import and_list, strip_wrappers
+from pipeline_kit.grading.normalize import and_list, assignment, strip_wrappers
 from pipeline_kit.grading.notation import FUNCTION_CALL
 
 _FINAL = re.compile(r"final answer(?: is)?\s*[:：]?", re.I)
@@ -201,17 +201,37 @@ def _fallback(text: str) -> str | None:
 
 
 def _last_math(text: str) -> str | None:
-    """The later of the last non-prose $…$ and the last number (or the plain-text formula it is part of)."""
+    """The later of the last non-prose $…$ and the last number (or the plain-text formula it is part of). A run of
+    $…$ joined only by commas, "and" or "or" that each give the same variable a value is one answer, a list ("The
+    solutions are $x = 2$ and $x = 3$." → x = 2, x = 3)."""
     math, math_end = None, -1
-    for m in reversed(list(_INLINE_MATH.finditer(text))):
-        body = strip_wrappers(next(g for g in m.groups() if g is not None))
+    spans = list(_INLINE_MATH.finditer(text))
+    for i in range(len(spans) - 1, -1, -1):
+        body = _math_body(spans[i])
         if body and not _PROSE_WORD.search(_without_commands(body)) and re.search(r"[\d\\]", body):
-            math, math_end = body, m.end()
+            math, math_end = _values_of_one_variable(text, spans[: i + 1]) or body, spans[i].end()
             break
     tokens = list(_MATH_TOKEN.finditer(text))
     if tokens and tokens[-1].start() >= math_end:  # the later of the two: "...so there are 12 sequences."
         return _formula(text, tokens[-1])
     return math
+
+
+def _math_body(span: re.Match) -> str:
+    return strip_wrappers(next(g for g in span.groups() if g is not None))
+
+
+def _values_of_one_variable(text: str, spans: list[re.Match]) -> str | None:
+    """The run of $…$ that ends `spans`, joined by ", ", when it has two or more and each assigns a value to one and
+    the same variable ($x = 2$ and $x = 3$); else None."""
+    run = [spans[-1]]
+    while len(run) < len(spans) and BOX_JOINER.fullmatch(text[spans[-len(run) - 1].end() : run[0].start()]):
+        run.insert(0, spans[-len(run) - 1])
+    bodies = [_math_body(span) for span in run]
+    names = {assigned[0] if (assigned := assignment(body)) else None for body in bodies}
+    if len(run) < 2 or len(names) != 1 or None in names:
+        return None
+    return ", ".join(dict.fromkeys(bodies))
 
 
 def _formula(text: str, token: re.Match) -> str:
