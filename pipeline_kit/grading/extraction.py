@@ -227,9 +227,11 @@ def _values_of_one_variable(text: str, spans: list[re.Match]) -> str | None:
     run = [spans[-1]]
     while len(run) < len(spans) and BOX_JOINER.fullmatch(text[spans[-len(run) - 1].end() : run[0].start()]):
         run.insert(0, spans[-len(run) - 1])
+    if len(run) < 2:
+        return None
     bodies = [_math_body(span) for span in run]
     names = {assigned[0] if (assigned := assignment(body)) else None for body in bodies}
-    if len(run) < 2 or len(names) != 1 or None in names:
+    if len(names) != 1 or None in names:
         return None
     return ", ".join(dict.fromkeys(bodies))
 
