@@ -119,6 +119,9 @@ from pipeline_kit.grading.math_grader import equivalent
             "\\begin{pmatrix} 1 \\\\  2 \\end{pmatrix}",
         ),
         ("So $\\boxed{5}$\n\n$\\boxed{5}$", "5"),  # the same box twice: one answer (not the list 5, 5)
+        # one number boxed in two forms (a MATH-500 solution): that number; two numbers stay a list
+        ("$d = \\boxed{15\\frac{39}{40}},$ or $\\boxed{\\frac{639}{40}}$ inches.", "\\frac{639}{40}"),
+        ("$x$ must be $\\boxed{3}$ or $\\boxed{\\frac{2}{5}}$.", "3, \\frac{2}{5}"),
         # an <answer> tag holds the answer whole: a formula of any length, a few words; a sentence's number
         (
             "<answer>\\left(-\\infty,-\\frac 12\\right)\\cup \\left(-\\frac 12,\\infty\\right)</answer>",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from pipeline_kit.grading.normalize import matching_brace
+from pipeline_kit.grading.normalize import canonical, matching_brace, parse_number
 
 # one or more backslashes: a generation quoted twice (r'\\boxed{-3}') still counts
 _BOXED = re.compile(r"\\+(boxed|fbox)\b\s*")
@@ -51,8 +51,8 @@ def boxed_content(text: str, *, verbatim: bool = False) -> str | None:
 
 def final_boxed(text: str) -> str | None:
     """The content of the last \\boxed{}, or of the last run of boxes joined only by commas, "and" or "or"
-    ("\\boxed{2} and \\boxed{3}" → "2, 3": one answer boxed in parts; the same box twice is that answer); earlier
-    boxes are steps on the way."""
+    ("\\boxed{2} and \\boxed{3}" → "2, 3": one answer boxed in parts; the same box twice, or one number boxed in two
+    forms, is that answer); earlier boxes are steps on the way."""
     found, open_last = boxes(text)
     if open_last or not found:
         return None
@@ -60,6 +60,15 @@ def final_boxed(text: str) -> str | None:
     while i > 0 and BOX_JOINER.fullmatch(text[found[i - 1][1] : found[i][0]]):
         i -= 1
     parts = [part for b in found[i:] if (part := b[2].strip())]
-    if len(set(parts)) == 1:  # \boxed{5} \boxed{5}: one answer stated twice, not a list
-        return parts[0]
+    if len(set(parts)) == 1 or _one_number(parts):  # \boxed{5} \boxed{5}: one answer stated twice, not a list
+        return parts[-1]
     return ", ".join(parts) or None
+
+
+def _one_number(parts: list[str]) -> bool:
+    """Whether `parts` (two or more boxes) are one number written several ways (MATH's "\boxed{15\frac{39}{40}}, or
+    \boxed{\frac{639}{40}}")."""
+    if len(parts) < 2:
+        return False
+    values = {number.value if (number := parse_number(canonical(part))) else None for part in parts}
+    return len(values) == 1 and None not in values
