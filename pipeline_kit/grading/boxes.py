@@ -66,8 +66,8 @@ def final_boxed(text: str) -> str | None:
 
 
 def _one_number(parts: list[str]) -> bool:
-    """Whether `parts` (two or more boxes) are one number written several ways (MATH's "\boxed{15\frac{39}{40}}, or
-    \boxed{\frac{639}{40}}")."""
+    """Whether `parts` (two or more boxes) are one number written several ways (MATH's "\\boxed{15\\frac{39}{40}},
+    or \\boxed{\\frac{639}{40}}")."""
     if len(parts) < 2:
         return False
     values = {number.value if (number := parse_number(canonical(part))) else None for part in parts}
