@@ -326,6 +326,7 @@ def test_contract_file(name: str):
         ("\\text{None}", "\\emptyset", True),
         ("\\text{There are no real solutions.}", "\\varnothing", True),
         ("\\text{NO SOLUTION}", "no solution", True),
+        ("\\emptyset", "No solution : $\\oslash$", True),  # three of college_math's answers
         ("\\text{No}", "\\emptyset", False),
         ("\\emptyset", "0", False),
         # a congruence class: by modulus and residue; against a number, its residue

@@ -34,8 +34,13 @@ _ALL_INTEGERS = re.compile(r"all integers|every integer", re.I)
 # a vector in angle brackets, as calculus texts write it: \langle 1, 2, 3 \rangle, ⟨1, 2⟩, <1, 2, 3>
 _ANGLE_VECTOR = re.compile(r"(?:\\left)?(?:\\langle|⟨|<)\s*([^<>]*,[^<>]*?)\s*(?:\\right)?(?:\\rangle|⟩|>)")
 _EMPTY_SET = re.compile(r"\\varnothing(?![A-Za-z])|\\\{\s*\\\}|\\O(?![A-Za-z])")
-# a whole answer saying that nothing solves the problem: the empty set (college_math's "No solution")
-_NO_SOLUTION = re.compile(r"(?:there (?:is|are) )?no (?:real |such )?(?:solutions?|roots?|values?)\.?|none\.?", re.I)
+# a whole answer saying that nothing solves the problem: the empty set (college_math's "No solution", and its
+# "No solution : $\oslash$", a symbol for it)
+_NO_SOLUTION = re.compile(
+    r"(?:(?:there (?:is|are) )?no (?:real |such )?(?:solutions?|roots?|values?)|none)\.?"
+    r"(?:\s*:\s*\$?\\(?:oslash|emptyset|varnothing)\$?)?",
+    re.I,
+)
 # a residue class, in canonical form: x\equiv7\pmod{9}, \equiv7\pmod{9}, 7\pmod{9}
 _CONGRUENCE = re.compile(r"(?:(?:[A-Za-z](?:_\{?\w+\}?)?)?\\equiv)?([+-]?\d{1,18})\\pmod\{(\d{1,18})\}")
 
