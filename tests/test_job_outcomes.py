@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -193,3 +194,21 @@ def test_a_command_whose_exit_status_bash_lost_and_that_wrote_none_fails_the_job
     assert proc.stdout.strip().endswith("rc=1"), proc.stdout + proc.stderr
     note = (logs / "j" / "kit.log").read_text()
     assert "the exit status of 'work' was lost (bash's wait) and it wrote none" in note, note
+
+
+def test_a_server_port_is_picked_below_the_ephemeral_range(tmp_path):
+    """Clients' local ports come from the kernel's ephemeral range. A server port picked there (a bind to port 0, as
+    before) could be taken by one of them before the server bound it: a Slurm array element's server failed so,
+    "address already in use" on 45867 while its neighbour's client held ports 48170-48200. The job script's
+    kit_free_port and the submission side's free_port both pick below that range, a port nothing listens on."""
+    from pipeline_kit import ports
+
+    low, _ = ports.ephemeral_range()
+    script = tmp_path / "pick.sh"
+    script.write_text(PRELUDE + "\nkit_free_port\n")
+    env = {**os.environ, "KIT_CODE_DIR": str(REPO_ROOT)}
+    picked = [int(subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, check=True).stdout)]
+    picked += [ports.free_port() for _ in range(20)]
+    assert all(ports.LOWEST <= port < low for port in picked), (picked, low)
+    with socket.socket() as s:  # what a server then does with it
+        s.bind(("", picked[0]))

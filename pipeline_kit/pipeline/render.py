@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import os
 import shlex
-import socket
 from dataclasses import dataclass
 
 from pipeline_kit.errors import UserError
 from pipeline_kit.log_causes import SHELL_FUNCTION
 from pipeline_kit.measurements import JOB_START_VAR, SUBMITTED_VAR
 from pipeline_kit.pipeline.model import AUTO_PORT, Command, Endpoint, Job
+from pipeline_kit.ports import free_port
 
 HET_HOST_VAR = "het_group_host"  # nemo-run's name for the first host of het group N (it does not export it)
 
@@ -40,7 +40,7 @@ kit_start() {  # NAME SERVICE(0|1) COMMAND
   kit_name[$!]=$1; kit_service[$!]=$2; kit_pids+=($!); kit_log_writer[$!]=$writer; kit_status_file[$!]=$status
   exec {fd}>&-
 }
-kit_free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("", 0)); print(s.getsockname()[1])'; }
+kit_free_port() { python3 "$KIT_CODE_DIR/pipeline_kit/ports.py"; }
 kit_stop() {
   local p
   for p in "${kit_pids[@]}"; do kill -TERM -- "-$p" 2>/dev/null || kill -TERM "$p" 2>/dev/null; done
@@ -167,12 +167,6 @@ def resolve_ports(jobs: list[Job], exclusive_base: int = 5000) -> dict[int, int]
                 elif command.port is not None:
                     ports[id(command)] = int(command.port)
     return ports
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def runtime_port(command: Command, job: Job, ctx: ScriptContext) -> str | None:
