@@ -481,7 +481,8 @@ def test_each_reference_solution_grades_correct_against_its_answer(benchmark):
 
     folder = Path(__file__).parent / "data" / "benchmarks" / benchmark
     path = next(folder.glob("test.jsonl*"))
-    lines = (gzip.open(path, "rt") if path.suffix == ".gz" else path.open()).read().splitlines()
+    with (gzip.open if path.suffix == ".gz" else open)(path, "rt") as f:
+        lines = f.read().splitlines()
     wrong, graded = [], 0
     for record in map(json.loads, lines):
         solution = record.get("solution") or record.get("reference_solution")

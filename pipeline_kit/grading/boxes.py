@@ -56,19 +56,23 @@ def final_boxed(text: str) -> str | None:
     found, open_last = boxes(text)
     if open_last or not found:
         return None
-    i = len(found) - 1
-    while i > 0 and BOX_JOINER.fullmatch(text[found[i - 1][1] : found[i][0]]):
-        i -= 1
-    parts = [part for b in found[i:] if (part := b[2].strip())]
+    parts = [part for b in found[last_run(text, [(b[0], b[1]) for b in found]) :] if (part := b[2].strip())]
     if len(set(parts)) == 1 or _one_number(parts):  # \boxed{5} \boxed{5}: one answer stated twice, not a list
         return parts[-1]
     return ", ".join(parts) or None
 
 
+def last_run(text: str, spans: list[tuple[int, int]]) -> int:
+    """The index in `spans` ((start, end) of boxes or of $…$ in `text`, in order) where the last run of them joined
+    only by commas, "and" or "or" (BOX_JOINER) begins."""
+    i = len(spans) - 1
+    while i > 0 and BOX_JOINER.fullmatch(text[spans[i - 1][1] : spans[i][0]]):
+        i -= 1
+    return i
+
+
 def _one_number(parts: list[str]) -> bool:
-    """Whether `parts` (two or more boxes) are one number written several ways (MATH's "\\boxed{15\\frac{39}{40}},
+    """Whether `parts` (boxes) are one number written several ways (MATH's "\\boxed{15\\frac{39}{40}},
     or \\boxed{\\frac{639}{40}}")."""
-    if len(parts) < 2:
-        return False
     values = {number.value if (number := parse_number(canonical(part))) else None for part in parts}
     return len(values) == 1 and None not in values

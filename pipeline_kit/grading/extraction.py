@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from pipeline_kit.grading.boxes import BOX_JOINER, boxed_content, boxes, final_boxed, last_boxed  # noqa: F401  (callers take them from here too)
+from pipeline_kit.grading.boxes import BOX_JOINER, boxed_content, boxes, final_boxed, last_boxed, last_run  # noqa: F401  (callers take them from here too)
 from pipeline_kit.grading.choices import letter_first, stated_letter
 from pipeline_kit.grading.formula import formula_around
 from pipeline_kit.grading.normalize import and_list, assignment, strip_wrappers
@@ -147,7 +147,7 @@ def _after_anchor(rest: str) -> str | None:
             if not BOX_JOINER.fullmatch(line[run[-1].end() : m.start()]):
                 break
             run.append(m)
-        parts = [strip_wrappers(next(g for g in m.groups() if g is not None)) for m in run]
+        parts = [_math_body(m) for m in run]
         verb = _VERB.match(line, run[-1].end())
         if verb and len(parts) == 1 and _NAME.fullmatch(parts[0]) and not re.search(r"\d\s*$", parts[0]):
             return _after_anchor(line[verb.end() :])  # "The largest $n$ is 34." states 34, not n
@@ -224,9 +224,7 @@ def _math_body(span: re.Match) -> str:
 def _values_of_one_variable(text: str, spans: list[re.Match]) -> str | None:
     """The run of $…$ that ends `spans`, joined by ", ", when it has two or more and each assigns a value to one and
     the same variable ($x = 2$ and $x = 3$); else None."""
-    run = [spans[-1]]
-    while len(run) < len(spans) and BOX_JOINER.fullmatch(text[spans[-len(run) - 1].end() : run[0].start()]):
-        run.insert(0, spans[-len(run) - 1])
+    run = spans[last_run(text, [span.span() for span in spans]) :]
     if len(run) < 2:
         return None
     bodies = [_math_body(span) for span in run]

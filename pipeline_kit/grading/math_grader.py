@@ -221,9 +221,13 @@ def _as_vectors(p: str, e: str, gp, ge) -> tuple[list[str], list[str]] | None:
     vp, ve = nz.vector_entries(p), nz.vector_entries(e)
     if vp is None and ve is None:
         return None
-    xs = vp if vp is not None else gp[2] if gp and gp[:2] in (("(", ")"), ("[", "]")) else None
-    ys = ve if ve is not None else ge[2] if ge and ge[:2] in (("(", ")"), ("[", "]")) else None
-    return (xs, ys) if xs is not None and ys is not None else None
+    xs, ys = vp or _tuple_items(gp), ve or _tuple_items(ge)
+    return (xs, ys) if xs and ys else None
+
+
+def _tuple_items(group: tuple[str, str, list[str]] | None) -> list[str] | None:
+    """The items of a tuple (…) or bracket list […] (bracket_items' group), not of a set or half-open interval."""
+    return group[2] if group and group[:2] in (("(", ")"), ("[", "]")) else None
 
 
 def _union_of(answer: str) -> str | None:
