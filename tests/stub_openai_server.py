@@ -6,6 +6,7 @@ elsewhere). It logs every completion request it receives (one JSON line), so tes
                                [--tir_rounds N [--tir_code TEMPLATE]] [--add_seed]
                                [--fail_status CODE [--fail_when TEXT | --fail_for S [--fail_from K]]]
                                [--answer_chars N] [--script FILE] [--think [--reasoning_parser]] [--drop_for S]
+                               [--hold N]
 
 Answers `\\boxed{<the number in the last message>}` (plus the request's seed with --add_seed). With --never_ready
 every GET answers 503 (a server still loading); with --ready_file PATH, until PATH exists (a server that becomes
@@ -32,7 +33,8 @@ text (finish_reason "length"); with --reasoning_parser the chat endpoint splits 
 does: `reasoning` (vLLM 0.10+'s field) and `content` (null when the trace never ended), and counts
 completion_tokens_details.reasoning_tokens. With --drop_for S, for S seconds from the first completion request, each one
 is read and its connection closed without an answer (a live server that resets connections, as one starved of CPU
-may); its log line says `dropped`."""
+may); its log line says `dropped`. With --hold N no completion request is answered before N have arrived (or
+30 s have passed): a test sees which requests a client keeps in flight together, however slow the machine."""
 
 from __future__ import annotations
 
@@ -67,12 +69,14 @@ def main() -> None:
     ap.add_argument("--think", action="store_true")
     ap.add_argument("--reasoning_parser", action="store_true")
     ap.add_argument("--drop_for", type=float, default=0.0)
+    ap.add_argument("--hold", type=int, default=0)
     args = ap.parse_args()
     script = []
     if args.script:
         with open(args.script) as f:
             script = [(re.compile(rule["match"], re.S), rule["replies"]) for rule in json.load(f)]
     lock = threading.Lock()
+    arrived = threading.Condition(lock)  # --hold: answers wait for the N-th request
     served = [0]
     failing_since = [None]  # time.monotonic() when --fail_for's window opened
     dropping_since = [None]  # time.monotonic() when --drop_for's window opened
@@ -121,6 +125,7 @@ def main() -> None:
             prompt = prompt[0] if isinstance(prompt, list) else prompt
             with lock:
                 served[0] += 1
+                arrived.notify_all()
                 refused = args.fail_status if args.fail_status and args.fail_when in prompt else 0
                 if args.fail_for:
                     if failing_since[0] is None and served[0] > args.fail_from:
@@ -153,6 +158,9 @@ def main() -> None:
                 self.reply(400, {"error": {"message": refused, "type": "BadRequestError", "code": 400}})
                 return
             time.sleep(args.delay)
+            if args.hold:
+                with arrived:
+                    arrived.wait_for(lambda: served[0] >= args.hold, timeout=30)
             numbers = re.findall(r"\d+", prompt)
             answer = int(numbers[-1]) if numbers else 0
             text = f"\\boxed{{{answer + ((body.get('seed') or 0) if args.add_seed else 0)}}}"

@@ -37,7 +37,7 @@ def expected(n: int, seed: int) -> list[tuple[int, str]]:
 
 
 def test_units_of_a_job_share_one_pool_of_requests(stub, tmp_path):
-    server = stub("--delay", "0.3", "--add_seed")
+    server = stub("--hold", "16", "--add_seed")  # no answer before all 16 requests arrived, however loaded the machine
     inp, out = problems(tmp_path, 8), tmp_path / "out"  # 4 units of 4 rows
     res = generate(*plan(server, inp, out, "++max_concurrent_requests=16"))
     assert res.returncode == 0, res.stderr
