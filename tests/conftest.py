@@ -8,7 +8,6 @@ import os
 import random
 import re
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
@@ -17,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from pipeline_kit import ports
 
 BIN = Path(sys.executable).parent
 SERVICES_ENV = Path(os.environ.get("KIT_TEST_SERVICES", "/tmp/kit-services")) / "services.env"
@@ -244,9 +245,9 @@ def sacct(job_ids: list[str], fields: str, until=None, timeout: float = 30) -> l
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """Below the ephemeral range, as kit's own servers choose (`pipeline_kit.ports`): a port from that range can be
+    taken by any test's outgoing connection between the choice and the server's bind."""
+    return ports.free_port()
 
 
 class Stub:
