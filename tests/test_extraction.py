@@ -36,6 +36,10 @@ from pipeline_kit.grading.math_grader import equivalent
         ("答案：每份应该是 (\\frac{2}{5}) 吨。", "\\frac{2}{5}"),
         ("The answer is Monday.", "Monday"),
         ("The answer is x = 5.", "x = 5"),
+        # a worked chain in numbers states its result; an equation in a variable is kept whole
+        ("The answer is 6 \\times 7 = 42.", "42"),
+        ("So the answer is x^2 + y^2 = 4.", "x^2 + y^2 = 4"),
+        ("The answer is 2x - y + 1 = 0.", "2x - y + 1 = 0"),
         # fallbacks: a short formula as the whole text, the last $…$ that is not prose, the last number
         ("\\frac{4}{23}", "\\frac{4}{23}"),
         ("so we get $x^2 + 1$ in the end, which is what we wanted to show", "x^2 + 1"),
@@ -75,6 +79,7 @@ from pipeline_kit.grading.math_grader import equivalent
         ("So the result is |x - 1|.", "|x - 1|"),
         ("We get |x| + |y - 2|.", "|x| + |y - 2|"),
         ("so it is log2(8) in the end", "log2(8)"),
+        ("So the answer is log_2(8).", "log_2(8)"),
         ("we get 2 sqrt(3).", "2 sqrt(3)"),
         ("The diagonal is 5√2 cm.", "5√2"),
         ("So the area is 3π/4.", "3π/4"),
@@ -157,12 +162,20 @@ def test_extract_answer(text, answer):
         ("So the result is |x - 1|.", "|x-1|", "x-1"),
         ("we get 2 sqrt(3).", "2\\sqrt{3}", "\\sqrt{3}"),
         ("So the area is 3π/4.", "\\frac{3\\pi}{4}", "4"),
+        ("So the answer is log_2(8).", "3", "2"),
     ],
 )
 def test_a_formula_at_the_end_of_prose_grades_as_its_value(text, expected, fragment):
     """Graded as what it states, and not as the number it ends in (what was extracted before)."""
     assert equivalent(extract_answer(text), expected)
     assert not equivalent(extract_answer(text), fragment)
+
+
+def test_an_equation_stated_in_prose_grades_as_the_equation():
+    """Not as its right-hand side, which is all a worked chain in numbers states."""
+    assert equivalent(extract_answer("So the answer is 2x - y + 1 = 0."), "y = 2x + 1")
+    assert equivalent(extract_answer("So the answer is x^2 + y^2 = 4."), "x^2 + y^2 - 4 = 0")
+    assert not equivalent(extract_answer("So the answer is x^2 + y^2 = 4."), "x^2 + y^2 - 5 = 0")
 
 
 def test_no_answer_is_none():

@@ -10,7 +10,7 @@ from pipeline_kit.grading.boxes import BOX_JOINER, boxed_content, boxes, final_b
 from pipeline_kit.grading.choices import letter_first, stated_letter
 from pipeline_kit.grading.formula import formula_around
 from pipeline_kit.grading.normalize import and_list, assignment, strip_wrappers
-from pipeline_kit.grading.notation import FUNCTION_CALL
+from pipeline_kit.grading.notation import FUNCTION_CALL, LOG_BASE
 
 _FINAL = re.compile(r"final answer(?: is)?\s*[:：]?", re.I)
 _HASHES = re.compile(r"^\s*####\s*(.+?)\s*$", re.M)
@@ -179,10 +179,11 @@ def _first_line(rest: str) -> str:
 
 
 def _last_of_chain(s: str) -> str:
-    """The result of a worked chain, "(35 + 70 = 105)" → 105; an assignment to one variable (x = 5) is kept."""
+    """The result of a worked chain, "(35 + 70 = 105)" → 105; an equation in a variable (x = 5, x^2 + y^2 = 4) is
+    kept whole: the comparison reads a value from it where the expected answer is one."""
     body = s[1:-1] if s.startswith("(") and s.endswith(")") and "=" in s else s
     parts = re.split(r"(?<![<>!:=\\])=(?!=)", body)
-    if len(parts) < 2 or re.fullmatch(r"\s*\\?[A-Za-z]+(?:_\{?\w+\}?)?\s*", parts[0]):
+    if len(parts) < 2 or any(re.search(r"[A-Za-z]", _without_commands(part)) for part in parts[:-1]):
         return s
     return parts[-1].strip() or s
 
@@ -244,5 +245,6 @@ def _formula(text: str, token: re.Match) -> str:
 
 def _without_commands(s: str) -> str:
     """`s` without LaTeX command names, \\text{} bodies and plain-text function names, so that \\frac, \\text{ cm} or
-    sqrt(2) do not read as prose."""
-    return FUNCTION_CALL.sub(" ", re.sub(r"\\(?:text|mathrm|mbox|begin|end)\{[^{}]*\}|\\[A-Za-z]+", " ", s))
+    sqrt(2) or log_2(8) do not read as prose."""
+    s = re.sub(r"\\(?:text|mathrm|mbox|begin|end)\{[^{}]*\}|\\[A-Za-z]+", " ", s)
+    return FUNCTION_CALL.sub(" ", LOG_BASE.sub(" ", s))

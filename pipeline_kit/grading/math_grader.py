@@ -17,7 +17,7 @@ from pipeline_kit.grading import numeric, quantities, relations
 from pipeline_kit.grading.answer_forms import congruence
 from pipeline_kit.grading.extraction import extract_answer, final_boxed
 
-GRADER_VERSION = 5  # part of every record's grading_key: bump it when a rule changes what is equal
+GRADER_VERSION = 6  # part of every record's grading_key: bump it when a rule changes what is equal
 DEFAULT_TIMEOUT = 10.0  # seconds per answer
 _MAX_LIST = 16  # longer lists are left to math-verify whole (matching them item by item is quadratic)
 _LONE_I = re.compile(r"(?<![\\A-Za-z_])i(?![A-Za-z])")
