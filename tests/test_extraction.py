@@ -145,6 +145,19 @@ from pipeline_kit.grading.math_grader import equivalent
         ("Initially $x=2$, and after one step $x=3$.", "x=3"),  # words between: the last one
         ("We get $m = 3$ and $n = 4$.", "n = 4"),  # two variables: the last one
         ("The number lies between $1$ and $10$.", "10"),  # no variable: the last one
+        ("The roots are $1$ and $-3$.", "1, -3"),  # ... unless the words before say there are several
+        # inequalities joined by "or" are one answer, their union, in $…$ or in plain text
+        ("The answer is $x \\le 3$ or $x \\ge 5$.", "x \\le 3 \\text{ or } x \\ge 5"),
+        ("The solution set is $x \\le 3$ or $x \\ge 5$.", "x \\le 3 \\text{ or } x \\ge 5"),
+        ("We need x <= 3 or x >= 5.", "x <= 3 \\text{ or } x >= 5"),
+        # values of one variable in plain text are a list; of two variables, or a product's, the last one
+        ("The solutions are x = 1 and x = -3.", "x = 1, x = -3"),
+        ("So 2x = 6 and x = 3.", "3"),
+        ("Then a = 2, b = 3.", "3"),
+        # a tuple or interval that prose ends in is the answer, not its last item; a call's arguments are no tuple
+        ("So the point is (2, -1).", "(2, -1)"),
+        ("The interval is [2, 5).", "[2, 5)"),
+        ("It holds for x in (-∞, 3].", "(-∞, 3]"),
     ],
 )
 def test_extract_answer(text, answer):

@@ -344,6 +344,18 @@ def test_contract_file(name: str):
         ("\\pi", "3.14", False),
         ("\\sqrt{2}", "1.4143", False),
         ("-0.7071", "\\frac{1}{\\sqrt{2}}", False),
+        # a root as an answer means it: the square root of a negative number is i times the root of its size, an odd
+        # root of a negative number is the real root (cmath gave -2i and the principal 1+1.73i)
+        ("\\sqrt{-4}", "2i", True),
+        ("\\sqrt{-4}", "-2i", False),
+        ("3+\\sqrt{-9}", "3+3i", True),
+        ("\\sqrt[3]{-8}", "-2", True),
+        ("cbrt(-27)", "-3", True),
+        # <= and >= as plain text writes them, also joined by "or" (before, x <= 3 read as x < =3)
+        ("x <= 3", "(-\\infty, 3]", True),
+        ("x <= 3 or x >= 5", "(-\\infty,3]\\cup[5,\\infty)", True),
+        ("x <= 3 or x >= 5", "(-\\infty,3)\\cup[5,\\infty)", False),
+        ("\\sqrt[3]{-8}", "1+\\sqrt{3}i", False),
     ],
 )
 def test_rules(predicted, expected, correct):

@@ -9,7 +9,7 @@ import re
 from pipeline_kit.grading.boxes import BOX_JOINER, boxed_content, boxes, final_boxed, last_boxed, last_run  # noqa: F401  (callers take them from here too)
 from pipeline_kit.grading.choices import letter_first, stated_letter
 from pipeline_kit.grading.formula import formula_around
-from pipeline_kit.grading.normalize import and_list, assignment, strip_wrappers
+from pipeline_kit.grading.normalize import and_list, assignment, grouped_digits, strip_wrappers
 from pipeline_kit.grading.notation import FUNCTION_CALL, LOG_BASE
 
 _FINAL = re.compile(r"final answer(?: is)?\s*[:：]?", re.I)
@@ -34,6 +34,17 @@ _MATH_TOKEN = re.compile(
     rf"|[+-]?\d+[ \t]+\d+/\d+(?![\d/])|[+-]?(?:\d+(?:\.\d+)?|\.\d+)(?:/\d+)?){_PERCENT}"
 )
 # a word of prose: three letters or more, a short English word standing alone ("It is 5."), or CJK script
+_BRACKET_GROUP = re.compile(r"[(\[]([^()\[\]\n]*)[)\]]")
+_ITEM = re.compile(r"\d|∞|\\infty|(?<![A-Za-z])oo(?![A-Za-z])")  # an item of a tuple or interval holds one of these
+_REACH_GROUP = 200
+# a variable's relation to a number in plain text (x = -3, x <= 3, y ≥ 1/2), for runs of them in prose
+_PLAIN_RELATION = re.compile(r"(?<![\w\\)^])([A-Za-z])\s*(<=|>=|=|<|>|≤|≥)\s*(-?\d+(?:\.\d+)?(?:/\d+)?)(?![\d.]*\d)")
+# what says that the $…$ after it are several answers, a list ("The roots are $1$ and $-3$.")
+_LISTED = re.compile(
+    r"(?<![A-Za-z])(?:solutions|roots|zeros|zeroes|values|answers|points|numbers|integers)\s+(?:are|is|:)\s*$"
+)
+_OR_WORD = re.compile(r"(?<![A-Za-z])or(?![A-Za-z])")
+_INEQUALITY = re.compile(r"<|>|\\[lg]e(?:q|qslant)?(?![A-Za-z])|\\[lg]t(?![A-Za-z])|≤|≥")
 _PROSE_WORD = re.compile(
     r"(?<![\\A-Za-z])[^\W\d_]{3,}|(?<!\S)(?i:is|it|so|we|be|to|of|at|on|by|as|if|an)(?=\s)|[\u3000-\u9fff\uac00-\ud7af]"
 )
@@ -151,7 +162,7 @@ def _after_anchor(rest: str) -> str | None:
         verb = _VERB.match(line, run[-1].end())
         if verb and len(parts) == 1 and _NAME.fullmatch(parts[0]) and not re.search(r"\d\s*$", parts[0]):
             return _after_anchor(line[verb.end() :])  # "The largest $n$ is 34." states 34, not n
-        return ", ".join(p for p in parts if p) or None
+        return _joined(line, run, [p for p in parts if p]) or None
     line = re.split(r"\.(?:\s|$)|。", line, maxsplit=1)[0]
     m = re.match(r"(.{1,20}?)\s+(?:is|are|equals)\s+(?=\S)", line)
     if m and not m.group(1)[0].isdigit() and _NAME.fullmatch(m.group(1).replace("the ", "").replace("The ", "")):
@@ -214,7 +225,7 @@ def _last_math(text: str) -> str | None:
             break
     tokens = list(_MATH_TOKEN.finditer(text))
     if tokens and tokens[-1].start() >= math_end:  # the later of the two: "...so there are 12 sequences."
-        return _formula(text, tokens[-1])
+        return _plain_relations(text, tokens[-1]) or _formula(text, tokens[-1])
     return math
 
 
@@ -229,18 +240,74 @@ def _values_of_one_variable(text: str, spans: list[re.Match]) -> str | None:
     if len(run) < 2:
         return None
     bodies = [_math_body(span) for span in run]
+    if _union(text, run, bodies):
+        return _joined(text, run, bodies)
+    if _LISTED.search(text, max(0, run[0].start() - 40), run[0].start()):  # "The roots are $1$ and $-3$."
+        return ", ".join(bodies)
     names = {assigned[0] if (assigned := assignment(body)) else None for body in bodies}
     if len(names) != 1 or None in names:
         return None
     return ", ".join(dict.fromkeys(bodies))
 
 
+def _plain_relations(text: str, token: re.Match) -> str | None:
+    """A plain-text run that ends in the relation `token` is the value of, joined only by commas, "and" or "or": the
+    same variable given values is a list ("x = 1 and x = -3"), inequalities joined by "or" are their union ("x <= 3
+    or x >= 5"); else None."""
+    line_start = text.rfind("\n", 0, token.start()) + 1
+    items = list(_PLAIN_RELATION.finditer(text, max(line_start, token.start() - _REACH_GROUP), token.end() + 1))
+    if not items or not items[-1].start(3) <= token.start() < items[-1].end(3):
+        return None
+    run = items[last_run(text, [item.span() for item in items]) :]
+    if len(run) < 2 or len({item.group(1) for item in run}) != 1:
+        return None
+    ops = {item.group(2) for item in run}
+    if ops == {"="}:
+        return ", ".join(item.group() for item in run)
+    joiners = [text[a.end() : b.start()] for a, b in zip(run, run[1:], strict=False)]
+    if "=" not in ops and any(_OR_WORD.search(j) for j in joiners):
+        return " \\text{ or } ".join(item.group() for item in run)
+    return None
+
+
+def _union(text: str, run: list[re.Match], bodies: list[str]) -> bool:
+    """Whether a run of $…$ is inequalities joined by "or" ($x \\le 3$ or $x \\ge 5$): one answer, their union."""
+    joiners = [text[a.end() : b.start()] for a, b in zip(run, run[1:], strict=False)]
+    return any(_OR_WORD.search(j) for j in joiners) and all(_INEQUALITY.search(body) for body in bodies)
+
+
+def _joined(text: str, run: list[re.Match], bodies: list[str]) -> str:
+    """The bodies of a run of $…$ as one answer: inequalities joined by "or" as their union, the rest as a list."""
+    if len(bodies) > 1 and len(bodies) == len(run) and _union(text, run, bodies):
+        return " \\text{ or } ".join(bodies)
+    return ", ".join(bodies)
+
+
 def _formula(text: str, token: re.Match) -> str:
-    """The number `token` found, or the plain-text formula it is part of ("We get sqrt(2)/2." → sqrt(2)/2, not 2)."""
+    """The number `token` found, or the plain-text formula it is part of ("We get sqrt(2)/2." → sqrt(2)/2, not 2),
+    or the tuple or interval it is an item of ("So the point is (2, -1)." → (2, -1), not -1)."""
+    group = _bracket_group(text, token.start(), token.end())
+    if group is not None:
+        return group
     number = token.group().strip()
     if not number[-1].isdigit():  # a fraction in LaTeX, a percent, a decimal comma's group: whole already
         return number
     return formula_around(text, token.start(), token.end()).strip() or number
+
+
+def _bracket_group(text: str, start: int, end: int) -> str | None:
+    """The innermost (…) or […] around text[start:end] that holds two or more items separated by commas, each a
+    number or a formula and none prose ((2, -1), [2, 5), (-∞, 3]); not a number with thousands separators (1,000),
+    nor a function's arguments (log(8, 2))."""
+    for group in _BRACKET_GROUP.finditer(text, max(0, start - _REACH_GROUP), min(len(text), end + _REACH_GROUP)):
+        if group.start() < start and end < group.end():
+            items = [item.strip() for item in group.group(1).split(",")]
+            called = group.start() > 0 and (text[group.start() - 1].isalnum() or text[group.start() - 1] == "_")
+            if called or len(items) < 2 or grouped_digits(group.group(1).strip()):  # log(8, 2) is a call
+                return None
+            formulas = all(item and not _PROSE_WORD.search(_without_commands(item)) for item in items)
+            return group.group() if formulas and all(_ITEM.search(item) for item in items) else None
+    return None
 
 
 def _without_commands(s: str) -> str:

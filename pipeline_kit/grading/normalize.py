@@ -152,6 +152,9 @@ def _prose(item: str) -> bool:
     return any(word.lower() not in _MATH_WORDS for word in _ITEM_WORD.findall(item))
 
 
+_PLAIN_LE_GE = re.compile(r"(?<![<=>])(?:<=|>=)(?![<=>])")
+
+
 def canonical(text: str) -> str:
     """The answer rewritten by the grader's string rules; two answers with the same canonical form are equal."""
     s = from_plain(strip_wrappers(text))
@@ -162,6 +165,8 @@ def canonical(text: str) -> str:
         sign, whole, num, den, pct = m.groups()
         s = f"{sign}{whole}\\frac{{{num}}}{{{den}}}{pct or ''}"
     s = s.replace("\\lt", "<").replace("\\gt", ">")
+    if "=" in s:  # x <= 3 as plain text writes x \le 3 (not <=>, "if and only if")
+        s = _PLAIN_LE_GE.sub(lambda m: "\\le " if m.group() == "<=" else "\\ge ", s)
     if _THOUSANDS.fullmatch(s):
         s = re.sub(r",(?:\\!)?\s?", "", s)
     s = s.replace("\\dfrac", "\\frac").replace("\\tfrac", "\\frac")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import cmath
 import re
+from fractions import Fraction
 
 _TOKEN = re.compile(r"\d+|\\[A-Za-z]+|[A-Za-z]|[-+*^(){}\[\]|]|\s+")  # no "/": a/bc reads two ways
 # the functions of LaTeX's math operators, at their principal branches; \log is base 10, as math-verify reads it
@@ -22,6 +23,7 @@ _CONSTANTS = {"e", "i"}  # Euler's number and the imaginary unit, never variable
 # values the letters take: irrational-looking, positive and negative, not small integers
 POINTS = ((0.5377, -1.8339, 2.2588, 0.8622, -0.3188, 1.3077), (-1.4172, 0.6715, 1.2075, -0.7172, 1.6302, 0.4889))
 _TOLERANCE = 1e-9
+_ODD_ROOTS = 15  # the largest denominator of an exponent read as a real odd root: (-8)^{2/3} is 4
 
 
 class _Unsupported(Exception):
@@ -71,6 +73,22 @@ def real_constant(s: str) -> float | None:
     if not close(first, second) or abs(first.imag) > _TOLERANCE * max(1.0, abs(first)):
         return None
     return first.real
+
+
+def _power(base: complex, exponent: complex | float, real_odd: bool = False) -> complex:
+    """A power or root as an answer means it: a real base's minus sign leaves a -0.0 imaginary part, which is no side
+    of the branch cut (\\sqrt{-4} is 2i, where cmath.sqrt(-4-0j) gives -2i); with `real_odd` (an answer without
+    letters), a negative real number to a fraction of odd denominator is the real power (\\sqrt[3]{-8} and
+    (-8)^{1/3} are -2, (-8)^{2/3} is 4, not the principal 1+1.73i). With letters, powers stay principal, so that
+    \\sqrt[3]{x} and x^{1/3} agree at every point."""
+    if base.imag == 0:
+        base = complex(base.real, 0.0)
+        if real_odd and base.real < 0 and exponent.imag == 0:
+            ratio = Fraction(exponent.real).limit_denominator(_ODD_ROOTS)
+            if ratio.denominator % 2 == 1 and close(complex(ratio), complex(exponent)):
+                size = (-base.real) ** exponent.real
+                return complex(-size if ratio.numerator % 2 else size)
+    return cmath.sqrt(base) if exponent == 0.5 else base**exponent
 
 
 def close(x: complex, y: complex) -> bool:
@@ -158,7 +176,7 @@ class _Parser:
             exponent = -self.argument() if self.peek() == "-" and self.take() else self.argument()
             if abs(exponent) > 64 and not _on_unit_circle(base, exponent):
                 raise _Unsupported  # 10^{10^{10}}: not for floats
-            return base**exponent
+            return _power(base, exponent, real_odd=not self.env)
         return base
 
     def argument(self) -> complex:
@@ -196,8 +214,8 @@ class _Parser:
                 self.take()
                 index = self.expr()
                 self.take("]")
-                return self.argument() ** (1 / index)
-            return cmath.sqrt(self.argument())
+                return _power(self.argument(), 1 / index, real_odd=not self.env)
+            return _power(self.argument(), 0.5)
         return self._letter_or_constant(token)
 
     def _function(self, f) -> complex:
