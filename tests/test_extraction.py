@@ -305,6 +305,12 @@ def test_multiple_choice_letters(text, letter):
         ("The correct option is C.", "C"),
         ("so the answer is (c)", "C"),  # lowercase only in parentheses
         ("<think>Answer: A?</think><answer>B</answer>", "B"),
+        # where an answer is stated, an option named later counts only when called correct
+        ("The answer is C.\n\nExplanation: option A fails.", "C"),
+        ("\\boxed{C} since option D is too big", "C"),
+        ("Answer: B. Wait, option C is correct.", "C"),
+        ("Answer: A... hmm, actually the best choice is D", "D"),
+        ("Check option A, option B. None fit, so option D.", "D"),  # no answer stated: the last option named
         # a reply, or a last line, that is nothing but a letter
         ("D", "D"),
         ("Comparing the options...\n\n**B**", "B"),

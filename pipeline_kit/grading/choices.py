@@ -11,10 +11,13 @@ from pipeline_kit.grading.normalize import canonical, choice_letter
 LETTERS = "ABCDEFGHIJ"
 # "the answer is (B)", "Answer: B", "the correct option is C", "Choice (D)", "答案：C", "**Answer:** $\textbf{(D)}$"
 _STATED = re.compile(
-    r"(?:\banswer|\boption|\bchoice|答案)\s*(?:is|[:：])?\s*[:：]?[\s*$]*(?:\\text(?:bf)?\{|\\mathrm\{)?\s*"
+    r"(\banswer|\boption|\bchoice|答案)\s*(?:is|[:：])?\s*[:：]?[\s*$]*(?:\\text(?:bf)?\{|\\mathrm\{)?\s*"
     rf"(\()?([{LETTERS}{LETTERS.lower()}])(?![A-Za-z0-9])(\))?",
     re.I,
 )
+# an option or choice called the right one, before it ("the correct option is C") or after it ("option C is right")
+_CORRECT_BEFORE = re.compile(r"(?i:correct|right|best|final|true)\s+$")
+_CORRECT_AFTER = re.compile(r"[\s.:*)$]*(?i:is|would be|seems)?\s*(?i:the\s+)?(?i:correct|right|best|true|answer)\b")
 _MARKED = re.compile(rf"\(([{LETTERS}])\)")
 _WHOLE = re.compile(r"[\s*$]+|[.。]$")  # around a reply that is one letter: **C**, $C$, C.
 
@@ -25,14 +28,24 @@ def letter_of(answer: str) -> str | None:
     return m.group(1) if m else None
 
 
-def _stated(text: str) -> list[tuple[int, str]]:
+def _stated(text: str, answered: bool = False) -> list[tuple[int, str]]:
     """(position, letter) of every letter stated after "answer", "option" or "choice"; a lowercase one only in
-    parentheses ("the answer is (c)"; never the article of "the answer is a prime")."""
-    out = []
+    parentheses ("the answer is (c)"; never the article of "the answer is a prime"). Where an answer is stated (after
+    "answer", or in a box: `answered`), an option or choice counts only when called correct ("option C is correct",
+    "the best choice is C"), not where the reasoning goes through the options ("option A fails")."""
+    found = []
     for m in _STATED.finditer(text):
-        opened, letter, closed = m.groups()
+        word, opened, letter, closed = m.groups()
         if letter.isupper() or (opened and closed):
-            out.append((m.start(), letter.upper()))
+            found.append((m, word.lower() in ("answer", "答案"), letter.upper()))
+    answered = answered or any(anchored for _, anchored, _ in found)
+    out = []
+    for m, anchored, letter in found:
+        called_correct = _CORRECT_BEFORE.search(text, max(0, m.start() - 20), m.start()) or _CORRECT_AFTER.match(
+            text, m.end()
+        )
+        if anchored or not answered or called_correct:
+            out.append((m.start(), letter))
     return out
 
 
@@ -41,7 +54,7 @@ def stated_letter(text: str) -> str | None:
     or after "answer", "option" or "choice", whichever comes last; else the letter of a reply, or of a last line,
     that is nothing but a letter ("C", "(C)", "**C**"); None when it states none."""
     found = [(start, letter) for start, _, content in boxes(text)[0] if (letter := letter_of(content))]
-    found += _stated(text)
+    found += _stated(text, answered=bool(found))
     if found:
         return max(found)[1]
     lines = [line for line in text.strip().splitlines() if line.strip()]
