@@ -80,6 +80,8 @@ from pipeline_kit.grading.math_grader import equivalent
         ("We get |x| + |y - 2|.", "|x| + |y - 2|"),
         ("so it is log2(8) in the end", "log2(8)"),
         ("So the answer is log_2(8).", "log_2(8)"),
+        ("The answer is sqrt 2.", "sqrt 2"),
+        ("The answer is 2 sqrt 3.", "2 sqrt 3"),
         ("we get 2 sqrt(3).", "2 sqrt(3)"),
         ("The diagonal is 5√2 cm.", "5√2"),
         ("So the area is 3π/4.", "3π/4"),

@@ -197,6 +197,11 @@ def test_contract_file(name: str):
         ("log2(8)", "4", False),
         ("\\lg 2 + \\lg 5", "1", True),
         ("lg(1000)", "3", True),
+        # a function applied to a number or one letter without parentheses; ^-1 after a function is its inverse
+        ("sqrt 12", "2\\sqrt{3}", True),
+        ("ln x", "\\ln x", True),
+        ("sin x", "\\cos x", False),
+        ("tan^-1(1)", "\\frac{\\pi}{4}", True),
         # Unicode mathematics as models write it in plain text
         ("2√3", "2\\sqrt{3}", True),
         ("2√3", "3\\sqrt{2}", False),

@@ -16,9 +16,14 @@ FUNCTION_NAMES = (
     "sqrt|cbrt|Abs|abs|exp|ln|log|asin|acos|atan|sin|cos|tan|sec|csc|cot|arcsin|arccos|arctan|sinh|cosh|tanh"
 )
 # a call `name(` (optionally a power first: sin^2(x), sin**2(x)), never part of a longer word or a LaTeX command
-_CALL = re.compile(rf"(?<![\\A-Za-z])({FUNCTION_NAMES})\s*(\^\s*\{{?\d+\}}?|\^\s*\d+)?\s*\(")
+_CALL = re.compile(rf"(?<![\\A-Za-z])({FUNCTION_NAMES})\s*(\^\s*\{{?-?\d+\}}?|\^\s*-?\d+)?\s*\(")
 # a function name as plain text writes it before its argument or power: no prose word (extraction.py)
-FUNCTION_CALL = re.compile(rf"(?<![\\A-Za-z])(?:{FUNCTION_NAMES}|{_SYMPY_NAMES})(?=\s*[(^*])")
+# or before a number or one letter after a space (sqrt 2, ln x, sin x)
+FUNCTION_CALL = re.compile(
+    rf"(?<![\\A-Za-z])(?:{FUNCTION_NAMES}|{_SYMPY_NAMES})(?=\s*[(^*]|[ \t]+(?:\d|[A-Za-z](?![A-Za-z])))"
+)
+# a function applied without parentheses to a number or one letter, as plain text writes it: sqrt 2, ln x, sin x
+_SPACED_CALL = re.compile(rf"(?<![\\A-Za-z])({FUNCTION_NAMES})[ \t]+(\d+(?:\.\d+)?|[A-Za-z])(?![A-Za-z\d.(])")
 _INVERSE = {"asin": "arcsin", "acos": "arccos", "atan": "arctan"}
 _PI = re.compile(r"(?<![\\A-Za-z])pi(?![A-Za-z])")
 _INFINITY = re.compile(r"(?<![\\A-Za-z])oo(?![A-Za-z])")
@@ -73,6 +78,7 @@ def from_plain(s: str) -> str:
     s = s.replace("**", "^")
     s = LOG_BASE.sub(lambda m: "\\log" if m.group(3) else f"\\log_{{{m.group(1) or m.group(2)}}}", s)
     s = _rewrite(s, _CALL, lambda m, args: _latex_call(m.group(1), m.group(2), args))
+    s = _SPACED_CALL.sub(lambda m: _latex_call(m.group(1), None, m.group(2)), s)
     if _SYMPY_HINT.search(s):
         s = _SYMPY_CONSTANTS.get(s.strip(), s)
         s = _rewrite(s, _SYMPY_OBJECT, lambda m, args: _latex_object(m.group(1), args))
@@ -138,7 +144,7 @@ def _rewrite(s: str, pattern: re.Pattern, render) -> str:
 
 
 def _latex_call(name: str, power: str | None, args: str) -> str:
-    power = re.sub(r"\s+", "", power or "")
+    power = re.sub(r"\^(-?\d+)$", r"^{\1}", re.sub(r"\s+", "", power or ""))  # tan^-1(1): \tan^{-1}(1), arctan
     if name == "sqrt":
         return f"\\sqrt{{{args}}}{power}"
     if name == "cbrt":
