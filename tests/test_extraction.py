@@ -160,6 +160,8 @@ from pipeline_kit.grading.math_grader import equivalent
         ("So the point is (2, -1).", "(2, -1)"),
         ("The interval is [2, 5).", "[2, 5)"),
         ("It holds for x in (-∞, 3].", "(-∞, 3]"),
+        ("The interval is (pi, 2pi).", "(pi, 2pi)"),
+        ("The probability is 0.5 (1/2, or 50%)", "50%"),  # a word in it: no tuple
     ],
 )
 def test_extract_answer(text, answer):

@@ -35,8 +35,11 @@ _MATH_TOKEN = re.compile(
 )
 # a word of prose: three letters or more, a short English word standing alone ("It is 5."), or CJK script
 _BRACKET_GROUP = re.compile(r"[(\[]([^()\[\]\n]*)[)\]]")
-_ITEM = re.compile(r"\d|∞|\\infty|(?<![A-Za-z])oo(?![A-Za-z])")  # an item of a tuple or interval holds one of these
+_ITEM = re.compile(
+    r"\d|∞|π|\\infty|\\pi|(?<![A-Za-z])(?:oo|pi)(?![A-Za-z])"
+)  # an item of a tuple or interval holds one of these
 _REACH_GROUP = 200
+_WORD = re.compile(r"(?<![\\A-Za-z])(?!(?:oo|pi)(?![A-Za-z]))[A-Za-z]{2,}")  # in a tuple's item: not x, pi or oo
 # a variable's relation to a number in plain text (x = -3, x <= 3, y ≥ 1/2), for runs of them in prose
 _PLAIN_RELATION = re.compile(r"(?<![\w\\)^])([A-Za-z])\s*(<=|>=|=|<|>|≤|≥)\s*(-?\d+(?:\.\d+)?(?:/\d+)?)(?![\d.]*\d)")
 # what says that the $…$ after it are several answers, a list ("The roots are $1$ and $-3$.")
@@ -305,7 +308,7 @@ def _bracket_group(text: str, start: int, end: int) -> str | None:
             called = group.start() > 0 and (text[group.start() - 1].isalnum() or text[group.start() - 1] == "_")
             if called or len(items) < 2 or grouped_digits(group.group(1).strip()):  # log(8, 2) is a call
                 return None
-            formulas = all(item and not _PROSE_WORD.search(_without_commands(item)) for item in items)
+            formulas = all(item and not _WORD.search(_without_commands(item)) for item in items)
             return group.group() if formulas and all(_ITEM.search(item) for item in items) else None
     return None
 
