@@ -361,6 +361,8 @@ def test_contract_file(name: str):
         ("x <= 3 or x >= 5", "(-\\infty,3]\\cup[5,\\infty)", True),
         ("x <= 3 or x >= 5", "(-\\infty,3)\\cup[5,\\infty)", False),
         ("\\sqrt[3]{-8}", "1+\\sqrt{3}i", False),
+        ("\\ln(-1)", "\\pi i", True),  # the principal logarithm, on the same side of its cut as -1 itself
+        ("\\ln(-1)", "-\\pi i", False),
     ],
 )
 def test_rules(predicted, expected, correct):

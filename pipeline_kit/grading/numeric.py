@@ -75,14 +75,20 @@ def real_constant(s: str) -> float | None:
     return first.real
 
 
+def _real_side(z: complex) -> complex:
+    """A real number with +0.0 as its imaginary part: a minus sign leaves -0.0, which puts a branch cut's functions
+    (sqrt, log, powers, the inverse trigonometric ones) on its other side."""
+    return complex(z.real, 0.0) if z.imag == 0 else z
+
+
 def _power(base: complex, exponent: complex | float, real_odd: bool = False) -> complex:
     """A power or root as an answer means it: a real base's minus sign leaves a -0.0 imaginary part, which is no side
     of the branch cut (\\sqrt{-4} is 2i, where cmath.sqrt(-4-0j) gives -2i); with `real_odd` (an answer without
     letters), a negative real number to a fraction of odd denominator is the real power (\\sqrt[3]{-8} and
     (-8)^{1/3} are -2, (-8)^{2/3} is 4, not the principal 1+1.73i). With letters, powers stay principal, so that
     \\sqrt[3]{x} and x^{1/3} agree at every point."""
+    base = _real_side(base)
     if base.imag == 0:
-        base = complex(base.real, 0.0)
         if real_odd and base.real < 0 and exponent.imag == 0:
             ratio = Fraction(exponent.real).limit_denominator(_ODD_ROOTS)
             if ratio.denominator % 2 == 1 and close(complex(ratio), complex(exponent)):
@@ -233,8 +239,8 @@ class _Parser:
             argument = self.power()
             while (token := self.peek()) is not None and (token[0].isalnum() or token == "\\pi"):
                 argument *= self.power()
-        v = f(argument)
-        return v if exponent is None else v**exponent
+        v = f(_real_side(argument))  # \ln(-2) is ln 2 + πi, as for -2 itself, not its -0.0 imaginary part's -πi
+        return v if exponent is None else _power(v, exponent, real_odd=not self.env)
 
     def _letter_or_constant(self, token: str) -> complex:
         if token == "\\pi":
