@@ -315,6 +315,8 @@ def test_multiple_choice_letters(text, letter):
         ("Answer: B. Wait, option C is correct.", "C"),
         ("Answer: A... hmm, actually the best choice is D", "D"),
         ("Check option A, option B. None fit, so option D.", "D"),  # no answer stated: the last option named
+        ("So I choose D.", "D"),  # a decision counts like an option
+        ("If we pick A, then x = 2. Answer: C", "C"),
         # a reply, or a last line, that is nothing but a letter
         ("D", "D"),
         ("Comparing the options...\n\n**B**", "B"),

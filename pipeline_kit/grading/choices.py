@@ -9,9 +9,10 @@ from pipeline_kit.grading.boxes import boxed_content, boxes
 from pipeline_kit.grading.normalize import canonical, choice_letter
 
 LETTERS = "ABCDEFGHIJ"
-# "the answer is (B)", "Answer: B", "the correct option is C", "Choice (D)", "答案：C", "**Answer:** $\textbf{(D)}$"
+# "the answer is (B)", "Answer: B", "the correct option is C", "Choice (D)", "答案：C", "**Answer:** $\textbf{(D)}$",
+# "so I choose D" (a decision, counted like an option: see _stated)
 _STATED = re.compile(
-    r"(\banswer|\boption|\bchoice|答案)\s*(?:is|[:：])?\s*[:：]?[\s*$]*(?:\\text(?:bf)?\{|\\mathrm\{)?\s*"
+    r"(\banswer|\boption|\bchoice|\bchoose|\bselect|\bpick|\bgo with|答案)\s*(?:is|[:：])?\s*[:：]?[\s*$]*(?:\\text(?:bf)?\{|\\mathrm\{)?\s*"
     rf"(\()?([{LETTERS}{LETTERS.lower()}])(?![A-Za-z0-9])(\))?",
     re.I,
 )
