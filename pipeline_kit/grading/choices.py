@@ -12,7 +12,8 @@ LETTERS = "ABCDEFGHIJ"
 # "the answer is (B)", "Answer: B", "the correct option is C", "Choice (D)", "答案：C", "**Answer:** $\textbf{(D)}$",
 # "so I choose D" (a decision, counted like an option: see _stated)
 _STATED = re.compile(
-    r"(\banswer|\boption|\bchoice|\bchoose|\bselect|\bpick|\bgo with|答案)\s*(?:is|[:：])?\s*[:：]?[\s*$]*(?:\\text(?:bf)?\{|\\mathrm\{)?\s*"
+    r"(\banswer|\boption|\bchoice|\bchoose|\bselect|\bpick|\bgo with|答案)"
+    r"\s*(?:is|[:：])?\s*[:：]?[\s*$]*(?:\\text(?:bf)?\{|\\mathrm\{)?\s*"
     rf"(\()?([{LETTERS}{LETTERS.lower()}])(?![A-Za-z0-9])(\))?",
     re.I,
 )
@@ -30,10 +31,11 @@ def letter_of(answer: str) -> str | None:
 
 
 def _stated(text: str, answered: bool = False) -> list[tuple[int, str]]:
-    """(position, letter) of every letter stated after "answer", "option" or "choice"; a lowercase one only in
-    parentheses ("the answer is (c)"; never the article of "the answer is a prime"). Where an answer is stated (after
-    "answer", or in a box: `answered`), an option or choice counts only when called correct ("option C is correct",
-    "the best choice is C"), not where the reasoning goes through the options ("option A fails")."""
+    """(position, letter) of every letter stated after "answer", "option", "choice" or a decision ("I choose D",
+    "I'll go with B"); a lowercase one only in parentheses ("the answer is (c)"; never the article of "the answer is a
+    prime"). Where an answer is stated (after "answer", or in a box: `answered`), an option, choice or decision
+    counts only when called correct ("option C is correct", "the best choice is C"), not where the reasoning goes
+    through the options ("option A fails")."""
     found = []
     for m in _STATED.finditer(text):
         word, opened, letter, closed = m.groups()
@@ -52,7 +54,7 @@ def _stated(text: str, answered: bool = False) -> list[tuple[int, str]]:
 
 def stated_letter(text: str) -> str | None:
     """`--extract=mcq`: the last option letter `text` states, in a box (\\boxed{C}, \\boxed{(C)}, \\boxed{\\text{C}})
-    or after "answer", "option" or "choice", whichever comes last; else the letter of a reply, or of a last line,
+    or after "answer", "option", "choice" or a decision (see _stated), whichever comes last; else the letter of a reply, or of a last line,
     that is nothing but a letter ("C", "(C)", "**C**"); None when it states none."""
     found = [(start, letter) for start, _, content in boxes(text)[0] if (letter := letter_of(content))]
     found += _stated(text, answered=bool(found))

@@ -33,13 +33,12 @@ _MATH_TOKEN = re.compile(
     rf"|(?<![A-Za-z\d.,])(?:[+-]?\d{{1,3}}(?:,\d{{3}})+(?:\.\d+)?|[+-]?\d+,\d{{1,2}}(?![\d,])"
     rf"|[+-]?\d+[ \t]+\d+/\d+(?![\d/])|[+-]?(?:\d+(?:\.\d+)?|\.\d+)(?:/\d+)?){_PERCENT}"
 )
-# a word of prose: three letters or more, a short English word standing alone ("It is 5."), or CJK script
+# a tuple or interval that prose ends in ("So the point is (2, -1)."): within _REACH_GROUP of its number, each item
+# holds a number, pi or infinity, and no word (x, pi and oo are none)
 _BRACKET_GROUP = re.compile(r"[(\[]([^()\[\]\n]*)[)\]]")
-_ITEM = re.compile(
-    r"\d|∞|π|\\infty|\\pi|(?<![A-Za-z])(?:oo|pi)(?![A-Za-z])"
-)  # an item of a tuple or interval holds one of these
+_ITEM = re.compile(r"\d|∞|π|\\infty|\\pi|(?<![A-Za-z])(?:oo|pi)(?![A-Za-z])")
+_WORD = re.compile(r"(?<![\\A-Za-z])(?!(?:oo|pi)(?![A-Za-z]))[A-Za-z]{2,}")
 _REACH_GROUP = 200
-_WORD = re.compile(r"(?<![\\A-Za-z])(?!(?:oo|pi)(?![A-Za-z]))[A-Za-z]{2,}")  # in a tuple's item: not x, pi or oo
 # a variable's relation to a number in plain text (x = -3, x <= 3, y ≥ 1/2), for runs of them in prose
 _PLAIN_RELATION = re.compile(r"(?<![\w\\)^])([A-Za-z])\s*(<=|>=|=|<|>|≤|≥)\s*(-?\d+(?:\.\d+)?(?:/\d+)?)(?![\d.]*\d)")
 # what says that the $…$ after it are several answers, a list ("The roots are $1$ and $-3$.")
@@ -48,6 +47,7 @@ _LISTED = re.compile(
 )
 _OR_WORD = re.compile(r"(?<![A-Za-z])or(?![A-Za-z])")
 _INEQUALITY = re.compile(r"<|>|\\[lg]e(?:q|qslant)?(?![A-Za-z])|\\[lg]t(?![A-Za-z])|≤|≥")
+# a word of prose: three letters or more, a short English word standing alone ("It is 5."), or CJK script
 _PROSE_WORD = re.compile(
     r"(?<![\\A-Za-z])[^\W\d_]{3,}|(?<!\S)(?i:is|it|so|we|be|to|of|at|on|by|as|if|an)(?=\s)|[\u3000-\u9fff\uac00-\ud7af]"
 )
@@ -267,16 +267,19 @@ def _plain_relations(text: str, token: re.Match) -> str | None:
     ops = {item.group(2) for item in run}
     if ops == {"="}:
         return ", ".join(item.group() for item in run)
-    joiners = [text[a.end() : b.start()] for a, b in zip(run, run[1:], strict=False)]
-    if "=" not in ops and any(_OR_WORD.search(j) for j in joiners):
+    if "=" not in ops and _joined_by_or(text, run):
         return " \\text{ or } ".join(item.group() for item in run)
     return None
 
 
+def _joined_by_or(text: str, run: list[re.Match]) -> bool:
+    """Whether "or" is among the words that join the spans of `run` in `text`."""
+    return any(_OR_WORD.search(text, a.end(), b.start()) for a, b in zip(run, run[1:], strict=False))
+
+
 def _union(text: str, run: list[re.Match], bodies: list[str]) -> bool:
     """Whether a run of $…$ is inequalities joined by "or" ($x \\le 3$ or $x \\ge 5$): one answer, their union."""
-    joiners = [text[a.end() : b.start()] for a, b in zip(run, run[1:], strict=False)]
-    return any(_OR_WORD.search(j) for j in joiners) and all(_INEQUALITY.search(body) for body in bodies)
+    return _joined_by_or(text, run) and all(_INEQUALITY.search(body) for body in bodies)
 
 
 def _joined(text: str, run: list[re.Match], bodies: list[str]) -> str:
