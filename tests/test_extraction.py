@@ -152,6 +152,9 @@ from pipeline_kit.grading.math_grader import equivalent
         ("The answer is $x \\le 3$ or $x \\ge 5$.", "x \\le 3 \\text{ or } x \\ge 5"),
         ("The solution set is $x \\le 3$ or $x \\ge 5$.", "x \\le 3 \\text{ or } x \\ge 5"),
         ("We need x <= 3 or x >= 5.", "x <= 3 \\text{ or } x >= 5"),
+        # ... by "and", their intersection
+        ("Thus x > 1 and x < 4.", "x > 1 \\text{ and } x < 4"),
+        ("The answer is $x > 1$ and $x < 4$.", "x > 1 \\text{ and } x < 4"),
         # values of one variable in plain text are a list; of two variables, or a product's, the last one
         ("The solutions are x = 1 and x = -3.", "x = 1, x = -3"),
         ("So 2x = 6 and x = 3.", "3"),

@@ -360,6 +360,11 @@ def test_contract_file(name: str):
         ("x <= 3", "(-\\infty, 3]", True),
         ("x <= 3 or x >= 5", "(-\\infty,3]\\cup[5,\\infty)", True),
         ("x <= 3 or x >= 5", "(-\\infty,3)\\cup[5,\\infty)", False),
+        # two bounds of one variable joined by "and" (or a comma) are their intersection
+        ("x > 1 \\text{ and } x < 4", "(1, 4)", True),
+        ("x \\ge 1 \\text{ and } x < 4", "[1, 4)", True),
+        ("x>1, x<4", "[1,4)", False),
+        ("x>1, y<4", "(1,4)", False),
         ("\\sqrt[3]{-8}", "1+\\sqrt{3}i", False),
         ("\\ln(-1)", "\\pi i", True),  # the principal logarithm, on the same side of its cut as -1 itself
         ("\\ln(-1)", "-\\pi i", False),

@@ -243,7 +243,7 @@ def _values_of_one_variable(text: str, spans: list[re.Match]) -> str | None:
     if len(run) < 2:
         return None
     bodies = [_math_body(span) for span in run]
-    if _union(text, run, bodies):
+    if _inequalities(bodies):
         return _joined(text, run, bodies)
     if _LISTED.search(text, max(0, run[0].start() - 40), run[0].start()):  # "The roots are $1$ and $-3$."
         return ", ".join(bodies)
@@ -256,7 +256,7 @@ def _values_of_one_variable(text: str, spans: list[re.Match]) -> str | None:
 def _plain_relations(text: str, token: re.Match) -> str | None:
     """A plain-text run that ends in the relation `token` is the value of, joined only by commas, "and" or "or": the
     same variable given values is a list ("x = 1 and x = -3"), inequalities joined by "or" are their union ("x <= 3
-    or x >= 5"); else None."""
+    or x >= 5"), by "and" or commas their intersection ("x > 1 and x < 4"); else None."""
     line_start = text.rfind("\n", 0, token.start()) + 1
     items = list(_PLAIN_RELATION.finditer(text, max(line_start, token.start() - _REACH_GROUP), token.end() + 1))
     if not items or not items[-1].start(3) <= token.start() < items[-1].end(3):
@@ -267,9 +267,9 @@ def _plain_relations(text: str, token: re.Match) -> str | None:
     ops = {item.group(2) for item in run}
     if ops == {"="}:
         return ", ".join(item.group() for item in run)
-    if "=" not in ops and _joined_by_or(text, run):
-        return " \\text{ or } ".join(item.group() for item in run)
-    return None
+    if "=" in ops:
+        return None
+    return (" \\text{ or } " if _joined_by_or(text, run) else " \\text{ and } ").join(item.group() for item in run)
 
 
 def _joined_by_or(text: str, run: list[re.Match]) -> bool:
@@ -277,15 +277,15 @@ def _joined_by_or(text: str, run: list[re.Match]) -> bool:
     return any(_OR_WORD.search(text, a.end(), b.start()) for a, b in zip(run, run[1:], strict=False))
 
 
-def _union(text: str, run: list[re.Match], bodies: list[str]) -> bool:
-    """Whether a run of $…$ is inequalities joined by "or" ($x \\le 3$ or $x \\ge 5$): one answer, their union."""
-    return _joined_by_or(text, run) and all(_INEQUALITY.search(body) for body in bodies)
+def _inequalities(bodies: list[str]) -> bool:
+    return len(bodies) > 1 and all(_INEQUALITY.search(body) for body in bodies)
 
 
 def _joined(text: str, run: list[re.Match], bodies: list[str]) -> str:
-    """The bodies of a run of $…$ as one answer: inequalities joined by "or" as their union, the rest as a list."""
-    if len(bodies) > 1 and len(bodies) == len(run) and _union(text, run, bodies):
-        return " \\text{ or } ".join(bodies)
+    """The bodies of a run of $…$ as one answer: inequalities joined by "or" as their union, by "and" or commas as
+    their intersection ($x > 1$ and $x < 4$ is 1 < x < 4), the rest as a list."""
+    if len(bodies) == len(run) and _inequalities(bodies):
+        return (" \\text{ or } " if _joined_by_or(text, run) else " \\text{ and } ").join(bodies)
     return ", ".join(bodies)
 
 

@@ -159,6 +159,9 @@ def equivalent(
         if written.places is not None and (exact := numeric.real_constant(other)) is not None:
             if nz.numbers_equal(nz.Number(Fraction(exact)), written):  # \sqrt{2} and 1.4142: the decimal it rounds to
                 return True
+    cp, ce = relations.between(p), relations.between(e)
+    if cp or ce:  # x > 1 and x < 4 (also as a list, x > 1, x < 4) is 1 < x < 4
+        return equivalent(cp or p, ce or e, options, any_order, sympy)
     up, ue = _union_of(p), _union_of(e)
     if (up or ue) and _equal_or_open(up or p, ue or e, sympy):  # x<1 or x>3 is (-\infty,1)\cup(3,\infty)
         return True

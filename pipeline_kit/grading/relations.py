@@ -119,3 +119,31 @@ def same_solution_set(a, b) -> bool:
         return bool(sa == sb or sa.symmetric_difference(sb).is_empty)
     except Exception:  # sympy cannot solve it (NotImplementedError, TypeError, ...): not shown equal
         return False
+
+
+# "and" between relations, as written in words, logic or a list: x>1 \text{ and } x<4, x>1 \land x<4, x>1, x<4
+_AND = re.compile(r"\\text\{\s*and\s*\}|\\(?:land|wedge)(?![A-Za-z])|(?<![A-Za-z])and(?![A-Za-z])|,")
+# one variable against a bound: x > 1, x \le 4
+_BOUND = re.compile(r"\s*([A-Za-z])\s*(<=|>=|<|>|\\le(?:q|qslant)?|\\ge(?:q|qslant)?|≤|≥)\s*(\S.*?)\s*")
+
+
+def between(s: str) -> str | None:
+    """Two inequalities joined by "and" (or a comma) that bound one variable from below and from above, as one chain:
+    `x > 1 \\text{ and } x < 4` is `1 < x < 4`; else None."""
+    parts = _AND.split(s)
+    if len(parts) != 2:
+        return None
+    bounds = [_BOUND.fullmatch(part) for part in parts]
+    if not all(bounds) or bounds[0].group(1) != bounds[1].group(1):
+        return None
+    lower = upper = None
+    for bound in bounds:
+        op, value = bound.group(2), bound.group(3)
+        sign = "<" if op in ("<", ">") else "\\le"
+        if op == "<" or op in _LESS_EQUAL:
+            upper = (sign, value)
+        else:
+            lower = (sign, value)
+    if lower is None or upper is None:
+        return None
+    return f"{lower[1]} {lower[0]} {bounds[0].group(1)} {upper[0]} {upper[1]}"
