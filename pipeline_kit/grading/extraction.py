@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 
+from pipeline_kit.grading import relations
 from pipeline_kit.grading.boxes import BOX_JOINER, boxed_content, boxes, final_boxed, last_boxed, last_run  # noqa: F401  (callers take them from here too)
 from pipeline_kit.grading.choices import letter_first, stated_letter
 from pipeline_kit.grading.formula import formula_around
@@ -243,8 +244,8 @@ def _values_of_one_variable(text: str, spans: list[re.Match]) -> str | None:
     if len(run) < 2:
         return None
     bodies = [_math_body(span) for span in run]
-    if _inequalities(bodies):
-        return _joined(text, run, bodies)
+    if _inequalities(bodies) and (joined := _joined(text, run, bodies)) != ", ".join(bodies):
+        return joined  # a union or an intersection; else the rules below
     if _LISTED.search(text, max(0, run[0].start() - 40), run[0].start()):  # "The roots are $1$ and $-3$."
         return ", ".join(bodies)
     names = {assigned[0] if (assigned := assignment(body)) else None for body in bodies}
@@ -282,10 +283,14 @@ def _inequalities(bodies: list[str]) -> bool:
 
 
 def _joined(text: str, run: list[re.Match], bodies: list[str]) -> str:
-    """The bodies of a run of $…$ as one answer: inequalities joined by "or" as their union, by "and" or commas as
-    their intersection ($x > 1$ and $x < 4$ is 1 < x < 4), the rest as a list."""
+    """The bodies of a run of $…$ as one answer: inequalities joined by "or" as their union, bounds of one variable
+    joined by "and" or commas as their intersection ($x > 1$ and $x < 4$ is 1 < x < 4), the rest as a list."""
     if len(bodies) == len(run) and _inequalities(bodies):
-        return (" \\text{ or } " if _joined_by_or(text, run) else " \\text{ and } ").join(bodies)
+        if _joined_by_or(text, run):
+            return " \\text{ or } ".join(bodies)
+        bounded = {relations.bounded_variable(body) for body in bodies}
+        if len(bounded) == 1 and None not in bounded:
+            return " \\text{ and } ".join(bodies)
     return ", ".join(bodies)
 
 

@@ -127,6 +127,12 @@ _AND = re.compile(r"\\text\{\s*and\s*\}|\\(?:land|wedge)(?![A-Za-z])|(?<![A-Za-z
 _BOUND = re.compile(r"\s*([A-Za-z])\s*(<=|>=|<|>|\\le(?:q|qslant)?|\\ge(?:q|qslant)?|≤|≥)\s*(\S.*?)\s*")
 
 
+def bounded_variable(s: str) -> str | None:
+    """The variable `s` bounds when it is one variable against a bound (x > 1, x \\le 4), else None."""
+    bound = _BOUND.fullmatch(s)
+    return bound.group(1) if bound else None
+
+
 def between(s: str) -> str | None:
     """Two inequalities joined by "and" (or a comma) that bound one variable from below and from above, as one chain:
     `x > 1 \\text{ and } x < 4` is `1 < x < 4`; else None."""
