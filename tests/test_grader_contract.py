@@ -366,6 +366,8 @@ def test_contract_file(name: str):
         ("x>1, x<4", "[1,4)", False),
         ("x>1, y<4", "(1,4)", False),
         ("\\sqrt[3]{-8}", "1+\\sqrt{3}i", False),
+        ("2x\\sqrt[3]{-27}", "-6x", True),  # the root of a number is real beside a letter too
+        ("\\sqrt[3]{x}", "x^{1/3}", True),  # a root of a letter stays principal, as its power is
         ("\\ln(-1)", "\\pi i", True),  # the principal logarithm, on the same side of its cut as -1 itself
         ("\\ln(-1)", "-\\pi i", False),
     ],

@@ -54,8 +54,8 @@ def _stated(text: str, answered: bool = False) -> list[tuple[int, str]]:
 
 def stated_letter(text: str) -> str | None:
     """`--extract=mcq`: the last option letter `text` states, in a box (\\boxed{C}, \\boxed{(C)}, \\boxed{\\text{C}})
-    or after "answer", "option", "choice" or a decision (see _stated), whichever comes last; else the letter of a reply, or of a last line,
-    that is nothing but a letter ("C", "(C)", "**C**"); None when it states none."""
+    or after "answer", "option", "choice" or a decision (see _stated), whichever comes last; else the letter of a
+    reply, or of a last line, that is nothing but a letter ("C", "(C)", "**C**"); None when it states none."""
     found = [(start, letter) for start, _, content in boxes(text)[0] if (letter := letter_of(content))]
     found += _stated(text, answered=bool(found))
     if found:

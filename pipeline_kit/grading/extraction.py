@@ -46,6 +46,7 @@ _PLAIN_RELATION = re.compile(r"(?<![\w\\)^])([A-Za-z])\s*(<=|>=|=|<|>|≤|≥)\s
 _LISTED = re.compile(
     r"(?<![A-Za-z])(?:solutions|roots|zeros|zeroes|values|answers|points|numbers|integers)\s+(?:are|is|:)\s*$"
 )
+_UNION, _INTERSECTION = " \\text{ or } ", " \\text{ and } "  # how a run of inequalities is one answer
 _OR_WORD = re.compile(r"(?<![A-Za-z])or(?![A-Za-z])")
 _INEQUALITY = re.compile(r"<|>|\\[lg]e(?:q|qslant)?(?![A-Za-z])|\\[lg]t(?![A-Za-z])|≤|≥")
 # a word of prose: three letters or more, a short English word standing alone ("It is 5."), or CJK script
@@ -166,7 +167,8 @@ def _after_anchor(rest: str) -> str | None:
         verb = _VERB.match(line, run[-1].end())
         if verb and len(parts) == 1 and _NAME.fullmatch(parts[0]) and not re.search(r"\d\s*$", parts[0]):
             return _after_anchor(line[verb.end() :])  # "The largest $n$ is 34." states 34, not n
-        return _joined(line, run, [p for p in parts if p]) or None
+        parts = [p for p in parts if p]
+        return _inequality_run(line, run, parts) or ", ".join(parts) or None
     line = re.split(r"\.(?:\s|$)|。", line, maxsplit=1)[0]
     m = re.match(r"(.{1,20}?)\s+(?:is|are|equals)\s+(?=\S)", line)
     if m and not m.group(1)[0].isdigit() and _NAME.fullmatch(m.group(1).replace("the ", "").replace("The ", "")):
@@ -244,8 +246,8 @@ def _values_of_one_variable(text: str, spans: list[re.Match]) -> str | None:
     if len(run) < 2:
         return None
     bodies = [_math_body(span) for span in run]
-    if _inequalities(bodies) and (joined := _joined(text, run, bodies)) != ", ".join(bodies):
-        return joined  # a union or an intersection; else the rules below
+    if (joined := _inequality_run(text, run, bodies)) is not None:
+        return joined
     if _LISTED.search(text, max(0, run[0].start() - 40), run[0].start()):  # "The roots are $1$ and $-3$."
         return ", ".join(bodies)
     names = {assigned[0] if (assigned := assignment(body)) else None for body in bodies}
@@ -270,7 +272,7 @@ def _plain_relations(text: str, token: re.Match) -> str | None:
         return ", ".join(item.group() for item in run)
     if "=" in ops:
         return None
-    return (" \\text{ or } " if _joined_by_or(text, run) else " \\text{ and } ").join(item.group() for item in run)
+    return (_UNION if _joined_by_or(text, run) else _INTERSECTION).join(item.group() for item in run)
 
 
 def _joined_by_or(text: str, run: list[re.Match]) -> bool:
@@ -278,20 +280,15 @@ def _joined_by_or(text: str, run: list[re.Match]) -> bool:
     return any(_OR_WORD.search(text, a.end(), b.start()) for a, b in zip(run, run[1:], strict=False))
 
 
-def _inequalities(bodies: list[str]) -> bool:
-    return len(bodies) > 1 and all(_INEQUALITY.search(body) for body in bodies)
-
-
-def _joined(text: str, run: list[re.Match], bodies: list[str]) -> str:
-    """The bodies of a run of $…$ as one answer: inequalities joined by "or" as their union, bounds of one variable
-    joined by "and" or commas as their intersection ($x > 1$ and $x < 4$ is 1 < x < 4), the rest as a list."""
-    if len(bodies) == len(run) and _inequalities(bodies):
-        if _joined_by_or(text, run):
-            return " \\text{ or } ".join(bodies)
-        bounded = {relations.bounded_variable(body) for body in bodies}
-        if len(bounded) == 1 and None not in bounded:
-            return " \\text{ and } ".join(bodies)
-    return ", ".join(bodies)
+def _inequality_run(text: str, run: list[re.Match], bodies: list[str]) -> str | None:
+    """A run of $…$ inequalities as one answer: joined by "or", their union ($x \\le 3$ or $x \\ge 5$); bounds of one
+    variable joined by "and" or commas, their intersection ($x > 1$ and $x < 4$ is 1 < x < 4); else None."""
+    if len(bodies) < 2 or len(bodies) != len(run) or not all(_INEQUALITY.search(body) for body in bodies):
+        return None
+    if _joined_by_or(text, run):
+        return _UNION.join(bodies)
+    bounded = {relations.bounded_variable(body) for body in bodies}
+    return _INTERSECTION.join(bodies) if len(bounded) == 1 and None not in bounded else None
 
 
 def _formula(text: str, token: re.Match) -> str:

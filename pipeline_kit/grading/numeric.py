@@ -82,18 +82,16 @@ def _real_side(z: complex) -> complex:
 
 
 def _power(base: complex, exponent: complex | float, real_odd: bool = False) -> complex:
-    """A power or root as an answer means it: a real base's minus sign leaves a -0.0 imaginary part, which is no side
-    of the branch cut (\\sqrt{-4} is 2i, where cmath.sqrt(-4-0j) gives -2i); with `real_odd` (an answer without
-    letters), a negative real number to a fraction of odd denominator is the real power (\\sqrt[3]{-8} and
-    (-8)^{1/3} are -2, (-8)^{2/3} is 4, not the principal 1+1.73i). With letters, powers stay principal, so that
-    \\sqrt[3]{x} and x^{1/3} agree at every point."""
+    """A power or root as an answer means it: principal, on the same side of the branch cut as the real base itself
+    (\\sqrt{-4} is 2i; see _real_side); with `real_odd` (a base that holds no letter), a negative number to a
+    fraction of odd denominator is the real power (\\sqrt[3]{-8} and (-8)^{1/3} are -2, (-8)^{2/3} is 4, not the
+    principal 1+1.73i). A base with letters stays principal, so that \\sqrt[3]{x} and x^{1/3} agree at every point."""
     base = _real_side(base)
-    if base.imag == 0:
-        if real_odd and base.real < 0 and exponent.imag == 0:
-            ratio = Fraction(exponent.real).limit_denominator(_ODD_ROOTS)
-            if ratio.denominator % 2 == 1 and close(complex(ratio), complex(exponent)):
-                size = (-base.real) ** exponent.real
-                return complex(-size if ratio.numerator % 2 else size)
+    if real_odd and base.imag == 0 and base.real < 0 and exponent.imag == 0:
+        ratio = Fraction(exponent.real).limit_denominator(_ODD_ROOTS)
+        if ratio.denominator % 2 == 1 and close(complex(ratio), complex(exponent)):
+            size = (-base.real) ** exponent.real
+            return complex(-size if ratio.numerator % 2 else size)
     return cmath.sqrt(base) if exponent == 0.5 else base**exponent
 
 
@@ -135,6 +133,7 @@ class _Parser:
 
     def __init__(self, tokens: list[str], env: dict[str, float]):
         self.tokens, self.env, self.pos = list(tokens), env, 0
+        self.letters_read = 0  # letters evaluated so far: a base that read none is a number (see _power)
 
     def value(self) -> complex:
         v = self.expr()
@@ -176,13 +175,14 @@ class _Parser:
         return self.power()
 
     def power(self) -> complex:
+        letters = self.letters_read
         base = self.atom()
         if self.peek() == "^":
             self.take()
             exponent = -self.argument() if self.peek() == "-" and self.take() else self.argument()
             if abs(exponent) > 64 and not _on_unit_circle(base, exponent):
                 raise _Unsupported  # 10^{10^{10}}: not for floats
-            return _power(base, exponent, real_odd=not self.env)
+            return _power(base, exponent, real_odd=self.letters_read == letters)
         return base
 
     def argument(self) -> complex:
@@ -220,7 +220,9 @@ class _Parser:
                 self.take()
                 index = self.expr()
                 self.take("]")
-                return _power(self.argument(), 1 / index, real_odd=not self.env)
+                letters = self.letters_read
+                radicand = self.argument()
+                return _power(radicand, 1 / index, real_odd=self.letters_read == letters)
             return _power(self.argument(), 0.5)
         return self._letter_or_constant(token)
 
@@ -240,7 +242,7 @@ class _Parser:
             while (token := self.peek()) is not None and (token[0].isalnum() or token == "\\pi"):
                 argument *= self.power()
         v = f(_real_side(argument))  # \ln(-2) is ln 2 + πi, as for -2 itself, not its -0.0 imaginary part's -πi
-        return v if exponent is None else _power(v, exponent, real_odd=not self.env)
+        return v if exponent is None else _power(v, exponent)
 
     def _letter_or_constant(self, token: str) -> complex:
         if token == "\\pi":
@@ -250,5 +252,6 @@ class _Parser:
         if token == "i":
             return 1j
         if len(token) == 1 and token.isalpha():
+            self.letters_read += 1
             return complex(self.env[token])
         raise _Unsupported

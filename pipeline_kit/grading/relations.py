@@ -10,7 +10,8 @@ from fractions import Fraction
 
 from pipeline_kit.grading import numeric
 
-_RELATION = re.compile(r"<=|>=|\\le(?:q|qslant)?(?![A-Za-z])|\\ge(?:q|qslant)?(?![A-Za-z])|≤|≥|<|>|=")
+_INEQUALITY_SIGN = r"<=|>=|\\le(?:q|qslant)?(?![A-Za-z])|\\ge(?:q|qslant)?(?![A-Za-z])|≤|≥|<|>"
+_RELATION = re.compile(rf"{_INEQUALITY_SIGN}|=")
 _LESS_EQUAL = ("<=", "\\le", "\\leq", "\\leqslant", "≤")
 _GREATER_EQUAL = (">=", "\\ge", "\\geq", "\\geqslant", "≥")
 # a third point beside numeric's two: a ratio that holds at three generic points is no coincidence
@@ -124,7 +125,7 @@ def same_solution_set(a, b) -> bool:
 # "and" between relations, as written in words, logic or a list: x>1 \text{ and } x<4, x>1 \land x<4, x>1, x<4
 _AND = re.compile(r"\\text\{\s*and\s*\}|\\(?:land|wedge)(?![A-Za-z])|(?<![A-Za-z])and(?![A-Za-z])|,")
 # one variable against a bound: x > 1, x \le 4
-_BOUND = re.compile(r"\s*([A-Za-z])\s*(<=|>=|<|>|\\le(?:q|qslant)?|\\ge(?:q|qslant)?|≤|≥)\s*(\S.*?)\s*")
+_BOUND = re.compile(rf"\s*([A-Za-z])\s*({_INEQUALITY_SIGN})\s*(\S.*?)\s*")
 
 
 def bounded_variable(s: str) -> str | None:
