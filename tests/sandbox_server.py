@@ -108,12 +108,13 @@ def sandbox_pids(mine: int | None = None) -> set[int]:
     """Processes running as the sandbox's uid (nobody): the workers, sessions and any live execution. Those that
     provably belong to another sandbox server on this host (other tests', on other xdist workers) are left out:
     the descendants of a server process other than `mine` (the pid of this test's server), and what runs in that
-    server's cgroups (`kit-sandbox-<pid>`, which an execution's processes keep after they leave its tree)."""
+    server's cgroups (`kit-sandbox-<pid>-pidns<inode>`, which an execution's processes keep after they leave its
+    tree)."""
     procs = _processes()
     servers = {pid for pid, (_, _, cmd, _) in procs.items() if "pipeline_kit.sandbox.server" in cmd and pid != mine}
 
     def others(pid: int) -> bool:
-        if any(f"/kit-sandbox-{s}" in procs[pid][3] for s in servers):
+        if any(f"/kit-sandbox-{s}-pidns" in procs[pid][3] for s in servers):
             return True
         for _ in range(64):  # up the tree
             pid = procs[pid][1] if pid in procs else 0

@@ -17,7 +17,7 @@ import pytest
 from sandbox_server import SandboxServer, children, sandbox_pids, wait_for_census
 
 from pipeline_kit.sandbox import isolation, support
-from pipeline_kit.sandbox.cgroups import ServerCgroup, Slots, hierarchy
+from pipeline_kit.sandbox.cgroups import ServerCgroup, Slots, folder_name, hierarchy, sweep_stale
 from pipeline_kit.sandbox.isolation import DEVICES, SANDBOX, Layers, enter_execution_namespaces
 from pipeline_kit.sandbox.pool import DEFAULT_READONLY, python_paths
 
@@ -44,7 +44,7 @@ def run_alone(sandbox, code: str, **fields) -> dict:
 
 def slot_folders(sandbox) -> list[str]:
     """The execution cgroups the server's worker made under its memory folder."""
-    server_folder = Path(hierarchy("memory")) / f"kit-sandbox-{sandbox.proc.pid}"
+    server_folder = Path(hierarchy("memory")) / folder_name(sandbox.proc.pid)
     return sorted(p.name for p in server_folder.iterdir() if p.is_dir())
 
 
@@ -188,6 +188,53 @@ def test_a_cgroup_with_a_process_left_in_it_is_not_reused():
         for slot in {*slots.free, *slots.draining, first, second} - {None}:
             slot.remove()
         server.remove()
+
+
+def test_the_folders_of_a_killed_server_are_removed_by_the_next_one():
+    """A server killed with SIGKILL cannot remove its cgroup folders; the next server that starts on the host does
+    (on xdist another test's server may start first and do it: either way they are gone once one has started)."""
+    killed = SandboxServer("--workers", "1")
+    survivor = None
+    left = [Path(hierarchy(c), folder_name(killed.proc.pid)) for c in ("memory", "pids")]
+    try:
+        assert killed.run("print(1)")["stdout"] == "1\n"
+        assert all(any(p.is_dir() for p in folder.iterdir()) for folder in left)  # a slot was made in each
+        killed.proc.kill()
+        killed.proc.wait()
+        assert wait_for_census(set(), killed.proc.pid) == set()  # its worker followed it (die_with_parent)
+        survivor = SandboxServer("--workers", "1")
+        assert not any(folder.exists() for folder in left), survivor.startup_log
+        assert Path(hierarchy("memory"), folder_name(survivor.proc.pid)).is_dir()
+        said = "".join(line for line in survivor.startup_log if "were killed before they could remove them" in line)
+        assert not said or all(str(folder) in said for folder in left)
+    finally:
+        for server in (killed, survivor):
+            if server is not None:
+                server.stop()
+
+
+def test_only_the_folders_of_gone_servers_of_this_pid_namespace_are_swept(tmp_path):
+    """`sweep_stale`: a folder goes when its server's pid is gone in this PID namespace and nothing is left in it;
+    a live server's, another PID namespace's (a server in another container, whose pid this one cannot check), an
+    older name and a folder that still holds something stay."""
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    own = folder_name(gone.pid).rsplit("pidns", 1)[1]
+    stale = tmp_path / f"kit-sandbox-{gone.pid}-pidns{own}"
+    (stale / "w1-0").mkdir(parents=True)
+    (stale / "w1-1").mkdir()
+    kept = [
+        tmp_path / folder_name(os.getpid()),
+        tmp_path / f"kit-sandbox-{gone.pid}-pidns{int(own) + 1}",
+        tmp_path / f"kit-sandbox-{gone.pid}",
+        tmp_path / f"kit-sandbox-{gone.pid + 1}-pidns{own}",
+    ]
+    for folder in kept:
+        folder.mkdir()
+    (kept[-1] / "w1-0").mkdir()
+    (kept[-1] / "w1-0" / "held").write_text("")  # rmdir refuses it, as a cgroup with a process in it
+    assert sweep_stale(str(tmp_path)) == (str(stale),)
+    assert not stale.exists() and all(folder.is_dir() for folder in kept)
 
 
 def test_a_key_in_the_user_keyring_stays_with_its_execution(sandbox):

@@ -9,6 +9,9 @@ the worker gives it to a later execution once nothing is left in it. A hierarchy
 with the reason (`CgroupUnavailable`), which the server logs and /health reports; only the per-process limits apply
 then.
 
+A server that is killed (SIGKILL, a node's OOM killer) cannot remove its folders: the next server on the host sweeps
+them (`sweep_stale`), those of servers in its own PID namespace whose process is gone and in which nothing runs.
+
 enroot mounts the hierarchies read-only (EROFS on mkdir) though its root may write them: the server then remounts
 them read-write in a mount namespace of its own (its workers inherit it; the rest of the container keeps the
 read-only view)."""
@@ -16,6 +19,7 @@ read-only view)."""
 from __future__ import annotations
 
 import os
+import re
 import time
 
 from pipeline_kit.sandbox import isolation
@@ -29,10 +33,12 @@ class CgroupUnavailable(Exception):
 
 
 class ServerCgroup:
-    """The server's folder for one controller: <its hierarchy>/kit-sandbox-<pid>, owned by `uid`."""
+    """The server's folder for one controller: <its hierarchy>/kit-sandbox-<pid>-pidns<inode>, owned by `uid`;
+    `swept`: the folders of gone servers its creation removed (`sweep_stale`)."""
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, swept: tuple[str, ...] = ()):
         self.path = path
+        self.swept = swept
 
     @classmethod
     def create(cls, uid: int, gid: int, controller: str = "memory") -> ServerCgroup:
@@ -44,14 +50,15 @@ class ServerCgroup:
         if os.getuid() != 0:
             raise CgroupUnavailable(f"the server runs as uid {os.getuid()}, not root: it cannot make cgroups in {top}")
         _make_writable(top)
-        path = f"{top}/kit-sandbox-{os.getpid()}"
+        swept = sweep_stale(top)
+        path = f"{top}/{folder_name(os.getpid())}"
         try:
             os.makedirs(path, exist_ok=True)
             for entry in [path, *(os.path.join(path, name) for name in os.listdir(path))]:
                 os.chown(entry, uid, gid)
         except OSError as e:
             raise CgroupUnavailable(f"cannot make {path}: {e.strerror} (errno {e.errno})") from None
-        return cls(path)
+        return cls(path, swept)
 
     def remove(self, wait: float = 5.0) -> None:
         """Once every execution ended (killed processes take a moment to go): the children, then the folder."""
@@ -70,6 +77,54 @@ class ServerCgroup:
                 if time.monotonic() > deadline:
                     return
                 time.sleep(0.1)
+
+
+_FOLDER = re.compile(r"kit-sandbox-(\d+)-pidns(\d+)")
+
+
+def folder_name(pid: int) -> str:
+    """A server's folder: its pid, and its PID namespace's, so that a later server tells whether it is gone (a pid
+    is checked only in the namespace it belongs to; another container's servers are left alone)."""
+    return f"kit-sandbox-{pid}-pidns{_pid_namespace()}"
+
+
+def _pid_namespace() -> int:
+    """Its inode; 0 where /proc does not say (no folder is then swept)."""
+    try:
+        return os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        return 0
+
+
+def sweep_stale(top: str) -> tuple[str, ...]:
+    """Remove the folders (and their slots) that servers in this PID namespace left under `top` when they were
+    killed: those whose pid no longer exists. A folder with a process still in it stays (rmdir refuses it) until
+    a later sweep. Returns the folders removed."""
+    own, removed = _pid_namespace(), []
+    for name in os.listdir(top):
+        match = _FOLDER.fullmatch(name)
+        if not own or not match or int(match[2]) != own or _alive(int(match[1])):
+            continue
+        path = f"{top}/{name}"
+        try:
+            for child in os.listdir(path):
+                if os.path.isdir(f"{path}/{child}"):
+                    os.rmdir(f"{path}/{child}")
+            os.rmdir(path)
+        except OSError:
+            continue
+        removed.append(path)
+    return tuple(removed)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
 
 
 def hierarchy(controller: str) -> str | None:

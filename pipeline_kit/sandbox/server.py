@@ -178,6 +178,14 @@ def build(args: argparse.Namespace) -> SandboxServer:
     pool.start()
     for name, why in pool.unavailable.items():
         print(f"kit sandbox: isolation layer {name} is off: {why}", file=sys.stderr, flush=True)
+    swept = [path for cgroup in pool.cgroups for path in cgroup.swept]
+    if swept:
+        print(
+            f"kit sandbox: removed {len(swept)} cgroup folder{'s' if len(swept) > 1 else ''} of sandbox servers that "
+            f"were killed before they could remove them: {', '.join(swept)}",
+            file=sys.stderr,
+            flush=True,
+        )
     if missing_libraries():
         print(
             f"kit sandbox: warning: {sys.executable} lacks {', '.join(missing_libraries())}, which math code imports; "
