@@ -60,13 +60,16 @@ def choose_units_per_job(units: int, figures: CostFigures, limits: PackingLimits
     return k, why
 
 
-def trade_wall_time(units: int, figures: CostFigures, limits: PackingLimits, nodes_free: int) -> tuple[int, int, str]:
-    """Jobs, the fastest plan's jobs, and why, on `nodes_free` free nodes (a single-node server with a start-up
-    and known seconds per unit). The candidates: each number of units per job k the caps allow (at least
-    units / max_jobs, at most what fits the time limit's margin), each with its fewest jobs ceil(units / k).
-    Their wall time is the queue wait plus the FIFO makespan; the fastest is the least (the fewer jobs on a tie);
-    the choice is the fewest jobs, so the fewest GPU-hours (start-up is paid once per job), whose wall time is
-    within max_wall_ratio of the fastest's."""
+def trade_wall_time(
+    units: int, figures: CostFigures, limits: PackingLimits, nodes_free: int
+) -> tuple[int, int, int | None, str]:
+    """Jobs, the fastest plan's jobs, the next cheaper plan's jobs, and why, on `nodes_free` free nodes (a single-node
+    server with a start-up and known seconds per unit). The candidates: each number of units per job k the caps
+    allow (at least units / max_jobs, at most what fits the time limit's margin), each with its fewest jobs
+    ceil(units / k). Their wall time is the queue wait plus the FIFO makespan; the fastest is the least (the fewer
+    jobs on a tie); the choice is the fewest jobs, so the fewest GPU-hours (start-up is paid once per job), whose
+    wall time is within max_wall_ratio of the fastest's. The next cheaper plan is the fastest of those with fewer
+    jobs than the choice (None: there is none): what a larger --max_wall_ratio would buy first."""
     unit_s = figures.unit_s
     k_low = -(-units // limits.max_jobs) if limits.max_jobs else 1
     k_high, fit = units, ""
@@ -77,13 +80,15 @@ def trade_wall_time(units: int, figures: CostFigures, limits: PackingLimits, nod
             fit = f"; a unit does not fit {limits.margin:.0%} of the time limit"
     if k_low > k_high:  # the cap wins over the time limit, and says so
         jobs = -(-units // k_low)
-        return jobs, jobs, f"--max_jobs={limits.max_jobs}"
+        return jobs, jobs, None, f"--max_jobs={limits.max_jobs}"
     candidates = sorted({-(-units // k) for k in range(k_low, k_high + 1)})
     walls = {jobs: plan_wall_s(units, figures, jobs, nodes_free) for jobs in candidates}
     fastest = min(candidates, key=lambda jobs: (walls[jobs], jobs))
     bound = limits.max_wall_ratio * walls[fastest] * (1 + 1e-9)
     chosen = min(jobs for jobs in candidates if walls[jobs] <= bound)
-    return chosen, fastest, f"the fewest GPU-hours within {limits.max_wall_ratio:g}x the fastest plan's wall time{fit}"
+    cheaper = min((jobs for jobs in candidates if jobs < chosen), key=lambda jobs: (walls[jobs], jobs), default=None)
+    why = f"the fewest GPU-hours within {limits.max_wall_ratio:g}x the fastest plan's wall time{fit}"
+    return chosen, fastest, cheaper, why
 
 
 def plan_wall_s(units: int, figures: CostFigures, jobs: int, nodes_free: int) -> float:
@@ -97,7 +102,8 @@ def plan_wall_s(units: int, figures: CostFigures, jobs: int, nodes_free: int) ->
 @dataclass(frozen=True)
 class PackingPlan:
     """`jobs` jobs over `units` units (shares differing by at most one), with the costs that follow;
-    `fastest_jobs`: the fastest plan's jobs where auto traded GPU-hours for wall time (None elsewhere)."""
+    `fastest_jobs`: the fastest plan's jobs where auto traded GPU-hours for wall time (None elsewhere);
+    `cheaper_jobs`: there, the next cheaper plan's, beyond --max_wall_ratio (None: none, or no trade)."""
 
     units: int
     jobs: int
@@ -108,6 +114,7 @@ class PackingPlan:
     time_limit_s: float | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
     fastest_jobs: int | None = None
+    cheaper_jobs: int | None = None
 
     @property
     def units_per_job(self) -> int:
@@ -160,18 +167,18 @@ def plan_packing(
     """`jobs` given (--num_jobs=N, or 1 on none/Docker): the costs of that packing; None: chosen here, trading
     GPU-hours for wall time on `nodes_free` free nodes (trade_wall_time), or where they are unknown (None) by the
     start-up share and the time limit (choose_units_per_job)."""
-    fastest = None
+    fastest = cheaper = None
     if jobs is not None:
         jobs, reason = max(min(jobs, units), 1), "as given"
     elif nodes_free is not None and _tradable(units, figures):
-        jobs, fastest, why = trade_wall_time(units, figures, limits, nodes_free)
+        jobs, fastest, cheaper, why = trade_wall_time(units, figures, limits, nodes_free)
         reason = f"auto: {why}"
     else:
         k, why = choose_units_per_job(units, figures, limits)
         jobs, reason = -(-units // k), f"auto: {why}"
     return PackingPlan(
         units, jobs, figures, reason, nodes_free=nodes_free, time_limit_s=limits.time_limit_s, notes=notes,
-        fastest_jobs=fastest,
+        fastest_jobs=fastest, cheaper_jobs=cheaper,
     )  # fmt: skip
 
 
@@ -199,8 +206,9 @@ def makespan(durations: list[float], nodes_per_job: int, nodes_free: int) -> flo
 
 
 def simulation_table(units: int, figures: CostFigures, limits: PackingLimits, nodes_free: list[int]) -> list[str]:
-    """One job, auto, the fastest plan and one unit per job at each number of free nodes: jobs, GPU-hours, wall time
-    (queue wait + the FIFO makespan), against one unit per job and against the fastest plan; a Markdown table."""
+    """One job, auto, the next cheaper plan (what a larger --max_wall_ratio would buy first), the fastest plan and
+    one unit per job at each number of free nodes: jobs, GPU-hours, wall time (queue wait + the FIFO makespan),
+    against one unit per job and against the fastest plan; a Markdown table."""
     lines = [
         f"{units} units of {figures.samples_per_unit:g} problems at {figures.seconds_per_sample:.3g} s per problem "
         f"({figures.unit_s:.0f} s per unit), start-up {figures.startup_s / 60:g} min, {_count(figures.gpus, 'GPU')} "
@@ -217,12 +225,10 @@ def simulation_table(units: int, figures: CostFigures, limits: PackingLimits, no
         auto = plan_packing(units, figures, limits, nodes_free=free)
         fastest = plan_packing(units, figures, limits, jobs=auto.fastest_jobs or auto.jobs, nodes_free=free)
         base_hours, base_wall, fastest_wall = baseline.gpu_hours(), baseline.wall_s(), fastest.wall_s()
-        for name, plan in (
-            ("1 job", plan_packing(units, figures, limits, jobs=1, nodes_free=free)),
-            ("**auto**", auto),
-            ("fastest", fastest),
-            (f"{units} jobs", baseline),
-        ):
+        rows = [("1 job", plan_packing(units, figures, limits, jobs=1, nodes_free=free)), ("**auto**", auto)]
+        if auto.cheaper_jobs is not None:
+            rows.append(("next cheaper", plan_packing(units, figures, limits, jobs=auto.cheaper_jobs, nodes_free=free)))
+        for name, plan in [*rows, ("fastest", fastest), (f"{units} jobs", baseline)]:
             startup, hours, wall = plan.startup_hours(), plan.gpu_hours(), plan.wall_s()
             over = limits.time_limit_s and max(plan.durations()) > limits.time_limit_s
             lines.append(
@@ -278,6 +284,12 @@ def describe(plan: PackingPlan, prefix: str = "plan: ") -> list[str]:
         fastest_wall = plan.wall_s(plan.fastest_jobs)
         lines.append(f"chosen:  {_packing(plan, plan.jobs)} ({wall / fastest_wall:.2f}x the fastest plan's wall time)")
         lines.append(f"fastest: {_packing(plan, plan.fastest_jobs)}")
+        if plan.cheaper_jobs is not None:
+            ratio = math.ceil(plan.wall_s(plan.cheaper_jobs) / fastest_wall * 100 - 1e-9) / 100
+            lines.append(
+                f"cheaper: {_packing(plan, plan.cheaper_jobs)} ({_saved(plan, plan.cheaper_jobs)} vs chosen; "
+                f"--max_wall_ratio={ratio:.2f} allows it)"
+            )
     label = "node-hours" if cpu else shown
     if gen is not None and plan.jobs < plan.units:
         one = plan.startup_hours(plan.units) + gen
@@ -301,6 +313,13 @@ def _packing(plan: PackingPlan, jobs: int) -> str:
         f"{_count(jobs, 'job')} of {_per_job(plan.units, jobs)} unit{'s' if plan.units > jobs else ''}, "
         f"{_hours(plan.gpu_hours(jobs))} {label}, "
         f"wall time {_duration(plan.wall_s(jobs))}"
+    )
+
+
+def _saved(plan: PackingPlan, jobs: int) -> str:
+    """What `jobs` jobs cost against the plan's: '-34% GPU-hours'."""
+    return (
+        f"{plan.gpu_hours(jobs) / plan.gpu_hours() - 1:+.0%} {'node-hours' if plan.figures.gpus == 0 else 'GPU-hours'}"
     )
 
 

@@ -179,13 +179,19 @@ def test_kit_plan_generate_prints_the_plan_and_submits_nothing(kit, measured_clu
         "plan: chosen:  3 jobs of 14 or 13 units, 6.84 GPU-hours, wall time 17m40s (1.23x the fastest plan's wall time)"
     )
     assert lines[4] == "plan: fastest: 4 jobs of 10 units, 7.64 GPU-hours, wall time 14m20s"
-    assert "vs one unit per job (40 jobs): 36.4 GPU-hours, 29.6 GPU-hours saved (81%)" in lines[5]
-    assert lines[6] == "plan: figures: measured 3 times (/models/m on vllm, 8 GPU(s) x 1 node(s))"
+    assert lines[5] == (  # the next plan a larger ratio buys: 2 jobs, 360 + 1000 s = 22m40s, 1.581x
+        "plan: cheaper: 2 jobs of 20 units, 6.04 GPU-hours, wall time 22m40s (-12% GPU-hours vs chosen; "
+        "--max_wall_ratio=1.59 allows it)"
+    )
+    assert "vs one unit per job (40 jobs): 36.4 GPU-hours, 29.6 GPU-hours saved (81%)" in lines[6]
+    assert lines[7] == "plan: figures: measured 3 times (/models/m on vllm, 8 GPU(s) x 1 node(s))"
     assert not (tmp_path / "out").exists() and not (tmp_path / "jobs" / "experiments").exists()
     ratio = kit("plan", "generate", *measured_cluster, "--num_chunks=20", "--num_random_seeds=2", "--nodes_free=4",
                 "--max_wall_ratio=1.1")  # fmt: skip
     assert ratio.stdout.startswith("plan: 40 units in 4 jobs of 10 units (auto: the fewest GPU-hours within 1.1x")
     assert "plan: fastest: 4 jobs of 10 units" in ratio.stdout  # the fastest is the choice: both are printed
+    assert "plan: cheaper: 3 jobs of 14 or 13 units, 6.84 GPU-hours, wall time 17m40s (-10% GPU-hours vs chosen; " \
+        "--max_wall_ratio=1.24 allows it)" in ratio.stdout  # fmt: skip
     # no --nodes_free: sinfo lists no partition gpu (or there is no sinfo): the start-up share and the time limit
     short = [*measured_cluster, "--num_chunks=20", "--num_random_seeds=2", "--time_min=00:13:00"]
     res = kit("plan", "generate", *short)  # (0.8 x 780 s - 360) / 50 = 5.3 units fit
@@ -282,7 +288,12 @@ def test_without_a_queue_wait_all_units_at_once_leave_nothing_to_trade():
     figures = CostFigures(360.0, 4000 / 1200, 50, 8, 1, "given")
     limits = PackingLimits(time_limit_s=4 * 3600)
     auto = plan_packing(800, figures, limits, nodes_free=800)
-    assert (auto.jobs, auto.fastest_jobs) == (800, 800)
+    assert (auto.jobs, auto.fastest_jobs, auto.cheaper_jobs) == (800, 800, 400)
+    assert describe(auto)[5] == (  # what a user who would wait 1.32x for it is told
+        "plan: cheaper: 400 jobs of 2 units, 616 GPU-hours, wall time 11m33s (-34% GPU-hours vs chosen; "
+        "--max_wall_ratio=1.32 allows it)"
+    )
+    assert plan_packing(800, figures, replace(limits, max_wall_ratio=1.32), nodes_free=800).jobs == 400
     assert plan_wall_s(800, figures, 400, 800) / auto.wall_s() == pytest.approx(
         (360 + 2 * BIG.unit_s) / (360 + BIG.unit_s)
     )
