@@ -347,7 +347,10 @@ def slurm_logs(job_dir: Path, job: str) -> list[str]:
 def test_sft_on_slurm_saves_on_the_signal_and_the_next_job_resumes(kit, configs, tmp_path):
     """A 1-minute limit and a step count no job reaches within it, so nothing depends on how fast this machine
     trains (a run sized by a pace measured first failed when the load changed in between): the first job gets
-    SIGUSR1 before its limit, saves, and is stopped by the limit (TIMEOUT); the next job of the --dependent_jobs
+    SIGUSR1 before its limit, saves, and is stopped by the limit (TIMEOUT). slurmctld sends the signal at its first
+    time-limit check (every 30 s) within N + 30 s of the end, so --save_before_timeout=30 could send it as the job
+    started, before the trainer had a handler (its shells ignore USR1, so it was lost); with 1 it comes 29-59 s
+    after the start, and the limit's kill one check later. The next job of the --dependent_jobs
     chain resumes from the newest complete checkpoint (its log names the step) and is stopped too. A rerun without
     the limit, ++max_steps lowered to what the model needs (at least a few steps past that checkpoint), trains on
     from the newest checkpoint and publishes final/; its dependent copy finds the training done. A `kit eval
@@ -362,7 +365,7 @@ def test_sft_on_slurm_saves_on_the_signal_and_the_next_job_resumes(kit, configs,
     flags = [f"--model={tiny_init()}", f"--training_data={data}", f"--output_dir={out}", "++save_steps=100000",
              "++logging_steps=100", "++report_to=none", *SFT_FLAGS, "++warmup_ratio=0"]  # fmt: skip
     res = kit("sft", "--cluster=slurm", f"--config_dir={d}", "--expname=wt", "--time_min=1", "--dependent_jobs=1",
-              "--save_before_timeout=30", "--wait", "--wait_timeout=900", *flags, f"++max_steps={NO_LIMIT_STEPS}",
+              "--save_before_timeout=1", "--wait", "--wait_timeout=900", *flags, f"++max_steps={NO_LIMIT_STEPS}",
               timeout=1000)  # fmt: skip
     chain = dict(re.findall(r"job (\S+) \S+ \(slurm job (\d+)\)", res.stdout))
     assert set(chain) == {"wt", "wt-dep1"}, res.stdout + res.stderr
