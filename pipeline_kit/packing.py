@@ -290,7 +290,7 @@ def describe(plan: PackingPlan, prefix: str = "plan: ") -> list[str]:
                 f"cheaper: {_packing(plan, plan.cheaper_jobs)} ({_saved(plan, plan.cheaper_jobs)} vs chosen; "
                 f"--max_wall_ratio={ratio:.2f} allows it)"
             )
-    label = "node-hours" if cpu else shown
+    label = _hours_label(plan)
     if gen is not None and plan.jobs < plan.units:
         one = plan.startup_hours(plan.units) + gen
         saved = one - (plan.startup_hours() + gen)
@@ -308,7 +308,7 @@ def describe(plan: PackingPlan, prefix: str = "plan: ") -> list[str]:
 
 def _packing(plan: PackingPlan, jobs: int) -> str:
     """One packing of the plan's units in a line: jobs, units per job, GPU-hours, wall time."""
-    label = "node-hours" if plan.figures.gpus == 0 else "GPU-hours"
+    label = _hours_label(plan)
     return (
         f"{_count(jobs, 'job')} of {_per_job(plan.units, jobs)} unit{'s' if plan.units > jobs else ''}, "
         f"{_hours(plan.gpu_hours(jobs))} {label}, "
@@ -318,9 +318,12 @@ def _packing(plan: PackingPlan, jobs: int) -> str:
 
 def _saved(plan: PackingPlan, jobs: int) -> str:
     """What `jobs` jobs cost against the plan's: '-34% GPU-hours'."""
-    return (
-        f"{plan.gpu_hours(jobs) / plan.gpu_hours() - 1:+.0%} {'node-hours' if plan.figures.gpus == 0 else 'GPU-hours'}"
-    )
+    return f"{plan.gpu_hours(jobs) / plan.gpu_hours() - 1:+.0%} {_hours_label(plan)}"
+
+
+def _hours_label(plan: PackingPlan) -> str:
+    """What the plan's hours count: GPU-hours, or node-hours for a CPU-only server."""
+    return "node-hours" if plan.figures.gpus == 0 else "GPU-hours"
 
 
 def _per_job(units: int, jobs: int) -> str:

@@ -63,20 +63,8 @@ class ServerCgroup:
     def remove(self, wait: float = 5.0) -> None:
         """Once every execution ended (killed processes take a moment to go): the children, then the folder."""
         deadline = time.monotonic() + wait
-        while True:
-            for name in os.listdir(self.path):
-                if os.path.isdir(os.path.join(self.path, name)):
-                    try:
-                        os.rmdir(os.path.join(self.path, name))
-                    except OSError:
-                        pass
-            try:
-                os.rmdir(self.path)
-                return
-            except OSError:
-                if time.monotonic() > deadline:
-                    return
-                time.sleep(0.1)
+        while not _remove_folder(self.path) and time.monotonic() <= deadline:
+            time.sleep(0.1)
 
 
 _FOLDER = re.compile(r"kit-sandbox-(\d+)-pidns(\d+)")
@@ -105,16 +93,25 @@ def sweep_stale(top: str) -> tuple[str, ...]:
         match = _FOLDER.fullmatch(name)
         if not own or not match or int(match[2]) != own or _alive(int(match[1])):
             continue
-        path = f"{top}/{name}"
-        try:
-            for child in os.listdir(path):
-                if os.path.isdir(f"{path}/{child}"):
-                    os.rmdir(f"{path}/{child}")
-            os.rmdir(path)
-        except OSError:
-            continue
-        removed.append(path)
+        if _remove_folder(f"{top}/{name}"):
+            removed.append(f"{top}/{name}")
     return tuple(removed)
+
+
+def _remove_folder(path: str) -> bool:
+    """A server's folder: its slots (each one rmdir refuses while a process is in it), then itself; whether it is
+    gone (another server may have removed it first)."""
+    try:
+        for child in os.listdir(path):
+            if os.path.isdir(f"{path}/{child}"):
+                try:
+                    os.rmdir(f"{path}/{child}")
+                except OSError:
+                    pass
+        os.rmdir(path)
+    except OSError:
+        return False
+    return True
 
 
 def _alive(pid: int) -> bool:
