@@ -16,7 +16,13 @@ kernel's threads) and the ratio to `full` measured in the same round.
 With --batch N (stateless only): every setting's server starts at once and they take turns, N requests each, so
 that the machine's drift (10-25 % from one minute to the next on this VM) falls on each alike: full ÷ bare then
 varied 0.888-0.912 over 9 runs, against 0.84-0.98 one setting after the other. A setting may name a checkout
-(`full@PATH`) to compare two versions of kit in one run."""
+(`full@PATH`) to compare two versions of kit in one run.
+
+Servers start with `--preload ''` (no module imported ahead), as when issue 36 measured full against bare; a setting
+ending in `+preload` runs the server's default instead (each worker imports numpy and sympy before it serves).
+`--code sympy` sends a small sympy solve, as tool-using math models write, instead of `print(1+1)`:
+
+  python perf/bench_sandbox.py --settings full,full+preload --batch 50 --requests 100 --code sympy"""
 
 from __future__ import annotations
 
@@ -38,6 +44,12 @@ from pipeline_kit.sandbox.isolation import Layers  # noqa: E402
 
 LAYERS = Layers.switchable()
 ALL = ["full", *(f"no-{layer}" for layer in LAYERS), "bare"]
+# --code: what each request runs, and the stdout it must answer
+CODES = {
+    "print": ("print(1+1)", "2\n"),
+    "sympy": ("from sympy import symbols, solve\nx = symbols('x')\nprint(solve(x**2 - 5*x + 6, x))", "[2, 3]\n"),
+}
+CODE = CODES["print"]
 
 
 def isolation_arg(setting: str) -> str:
@@ -47,9 +59,11 @@ def isolation_arg(setting: str) -> str:
 def start_server(setting: str, port: int) -> subprocess.Popen:
     """`setting`, or `setting@CHECKOUT`: the server of another checkout of kit (to compare two versions in one run)."""
     setting, _, checkout = setting.partition("@")
+    setting, preload, _ = setting.partition("+preload")
+    checkout = checkout.removesuffix("+preload")
     env = {**os.environ, "PYTHONPATH": checkout} if checkout else None
     argv = [sys.executable, "-m", "pipeline_kit.sandbox.server", "--port", str(port)]
-    argv += ["--isolation", isolation_arg(setting)]
+    argv += ["--isolation", isolation_arg(setting)] + ([] if preload else ["--preload", ""])
     proc = subprocess.Popen(argv, cwd=checkout or REPO, env=env, stdout=subprocess.PIPE, text=True)
     line = proc.stdout.readline()
     if "serving on" not in line:
@@ -66,10 +80,10 @@ async def load(url: str, n: int, concurrency: int, stateful: bool) -> tuple[floa
         async def one(session: str | None) -> None:
             headers = {"X-Session-ID": session} if session else {}
             start = time.perf_counter()
-            async with http.post(url + "/execute", json={"code": "print(1+1)"}, headers=headers) as resp:
+            async with http.post(url + "/execute", json={"code": CODE[0]}, headers=headers) as resp:
                 body = await resp.json()
             latencies.append(time.perf_counter() - start)
-            if body.get("stdout") != "2\n":
+            if body.get("stdout") != CODE[1]:
                 raise RuntimeError(f"unexpected answer: {body}")
 
         async def worker(index: int, count: int) -> None:
@@ -219,13 +233,16 @@ def main() -> None:
     ap.add_argument("--only_worker", action="store_true", help="skip the HTTP load (the worker table only)")
     ap.add_argument("--batch", type=int, default=0, help="stateless only, the settings interleaved in batches of this")
     ap.add_argument("--runs", type=int, default=3, help="with --batch: independent interleaved runs")
+    ap.add_argument("--code", choices=sorted(CODES), default="print", help="what each request runs (HTTP only)")
     args = ap.parse_args()
+    global CODE
+    CODE = CODES[args.code]
     settings = args.settings.split(",")
     if args.batch:
         print_interleaved(settings, args)
         return
-    if any("@" in s for s in settings):
-        ap.error("a setting@CHECKOUT needs --batch (the worker table runs this checkout's code)")
+    if any("@" in s or "+preload" in s for s in settings) or args.code != "print":
+        ap.error("setting@CHECKOUT, setting+preload and --code need --batch (the worker table runs print(1+1) here)")
     results: dict[str, list[dict]] = {s: [] for s in settings}
     for r in range(0 if args.only_worker else args.rounds):
         order = settings if r % 2 == 0 else list(reversed(settings))

@@ -3,7 +3,9 @@ unharmed: the server stays healthy, no process of the attack outlives it, and th
 
 from __future__ import annotations
 
+import os
 import platform
+import sys
 import threading
 import time
 from pathlib import Path
@@ -18,7 +20,8 @@ from pipeline_kit.sandbox.executions import STATUS_GRACE
 
 @pytest.fixture(scope="module")
 def sandbox():
-    server = SandboxServer(*LIMITS)
+    # a secret in the server's environment, as a job's judge API key or tracker token would be
+    server = SandboxServer(*LIMITS, env={**os.environ, "KIT_TEST_SECRET": SECRET})
     try:
         time.sleep(0.2)
         # the workers, and whatever else runs as the sandbox's user now (another test's sandbox, in a container or a
@@ -29,6 +32,9 @@ def sandbox():
         yield server
     finally:
         server.stop()
+
+
+SECRET = "kit-test-secret-4f1c"
 
 
 @pytest.fixture
@@ -269,3 +275,26 @@ def test_hung_executions_do_not_block_the_others(sandbox):
     for t in hung:
         t.join()
     assert [r["status"] for r in done] == ["timeout"] * 6
+
+
+def test_the_servers_environment_does_not_reach_the_code(unharmed):
+    """An execution's environment is a fixed one, whatever the server's holds (a job's API keys, tokens)."""
+    for language, code in (("python", "import os\nprint(dict(os.environ))"), ("shell", "env; cat /proc/self/environ")):
+        res = unharmed.run(code, language=language)
+        assert res["status"] == "completed" and "OPENBLAS_NUM_THREADS" in res["stdout"], res
+        assert SECRET not in res["stdout"] + res["stderr"], res
+    shell = unharmed.run("command -v python3", language="shell")
+    assert shell["stdout"].strip() == str(Path(sys.executable).parent / "python3"), shell  # the sandbox's Python
+
+
+def test_numpy_starts_where_the_cores_outnumber_the_process_limit(tmp_path):
+    """OpenBLAS starts a thread per core at import: with --processes below the cores (one here, 2 cores; 64 on a
+    224-core node) its start failed and `import numpy` hung to the timeout. Also: --env reaches the code."""
+    server = SandboxServer("--processes", "1", "--workers", "1", "--env", "KIT_TEST_VAR=a=b")
+    try:
+        res = server.run(
+            "import os, numpy\nprint(numpy.ones((64, 64)).dot(numpy.ones(64))[0], os.environ['KIT_TEST_VAR'])"
+        )
+        assert (res["status"], res["stdout"]) == ("completed", "64.0 a=b\n"), res
+    finally:
+        server.stop()

@@ -208,6 +208,8 @@ def test_tir_generation_with_the_sandbox_as_its_own_het_component(kit, configs, 
         ("generate", ["--with_sandbox", "--sandbox_args=--port 7000"], "--port is set by kit; use --sandbox_port"),
         ("run_cmd", ["--with_sandbox", "--sandbox_args=--bogus 1"], "unrecognized arguments: --bogus 1"),
         ("start_sandbox", ["--sandbox_args=--workers 0"], "--workers 0 must be above 0"),
+        ("run_cmd", ["--with_sandbox", "--sandbox_args=--env OMP"], "--env OMP: use NAME=VALUE"),
+        ("start_sandbox", ["--sandbox_args=--preload sympy,2x"], "'2x' is not a module name"),
     ],
 )
 def test_sandbox_flag_errors_are_one_line_exit_2(kit, configs, tmp_path, command, flags, needle):

@@ -257,7 +257,8 @@ def test_a_python_without_numpy_and_sympy_is_named_at_start_and_in_health(tmp_pa
     try:
         warning = [line for line in server.startup_log if "warning" in line]
         assert len(warning) == 1 and "lacks numpy, sympy, which math code imports" in warning[0], server.startup_log
-        assert server.call("GET", "/health")[1]["missing_libraries"] == ["numpy", "sympy"]
+        health = server.call("GET", "/health")[1]
+        assert health["missing_libraries"] == ["numpy", "sympy"] and health["preloaded"] == [], health
         assert server.run("import sympy")["status"] == "error"
     finally:
         server.stop()
@@ -267,3 +268,47 @@ def test_a_python_without_numpy_and_sympy_is_named_at_start_and_in_health(tmp_pa
         assert not [line for line in with_them.startup_log if "lacks" in line]
     finally:
         with_them.stop()
+
+
+PRELOADED = "import sys\nprint([name in sys.modules for name in ('numpy', 'sympy')])"
+
+
+def test_the_math_libraries_are_imported_once_per_worker_and_preload_chooses_them(sandbox):
+    """By default each worker imports numpy and sympy before it serves (an execution's `import sympy` cost ~250 ms,
+    perf/README.md): executions and sessions find them imported. --preload names others, or none."""
+    assert sandbox.call("GET", "/health")[1]["preloaded"] == ["numpy", "sympy"]
+    assert sandbox.run(PRELOADED)["stdout"] == "[True, True]\n"
+    assert sandbox.run(PRELOADED, session="preloaded")["stdout"] == "[True, True]\n"
+    only_sympy = SandboxServer("--preload", "sympy", "--workers", "1")
+    none = SandboxServer("--preload", "", "--workers", "1")
+    try:
+        assert only_sympy.run(PRELOADED)["stdout"] == "[False, True]\n"
+        assert none.run(PRELOADED)["stdout"] == "[False, False]\n"
+        assert none.run("import sympy\nprint(sympy.Rational(1, 3) * 3)")["stdout"] == "1\n"  # still importable
+    finally:
+        only_sympy.stop()
+        none.stop()
+
+
+@pytest.mark.parametrize(
+    ("flags", "needle"),
+    [
+        (["--preload", "nosuchmodule"], "--preload nosuchmodule: ModuleNotFoundError: No module named 'nosuchmodule'"),
+        (["--preload", "numpy,two words"], "'two words' is not a module name"),
+        # OpenBLAS then starts threads at import, and a worker with threads cannot enter a user namespace
+        (
+            ["--preload", "numpy", "--env", "OPENBLAS_NUM_THREADS=2"],
+            "thread(s) in the worker, which must have only one",
+        ),
+    ],
+)
+def test_a_preload_that_cannot_be_had_is_one_line_at_start(flags, needle):
+    res = subprocess.run(
+        [sys.executable, "-m", "pipeline_kit.sandbox.server", "--port", "0", "--workers", "1", *flags],
+        cwd=Path(__file__).resolve().parent.parent,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert res.returncode == 2 and needle in res.stderr, res
+    assert len(res.stderr.strip().splitlines()) == 1 and not res.stdout, res

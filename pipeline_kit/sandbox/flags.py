@@ -33,6 +33,20 @@ def parser(description: str | None = None, checking: bool = False) -> argparse.A
     p.add_argument("--max_sessions", type=int, default=256)
     p.add_argument("--session_idle_timeout", type=float, default=1800.0, help="seconds before an idle session ends")
     p.add_argument("--readonly_path", action="append", default=[], help="another host folder the code may read")
+    p.add_argument(
+        "--preload",
+        default=None,
+        metavar="MODULES",
+        help="modules each worker imports once, so that the code's `import` of them is free "
+        "[default: numpy,sympy where installed; '' for none]",
+    )
+    p.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a variable for the code's environment (it never gets the server's own; repeatable)",
+    )
     return p
 
 
@@ -74,3 +88,26 @@ def check_values(args: argparse.Namespace) -> None:
         Layers.parse(args.isolation)
     except ValueError as e:
         raise ValueError(f"--isolation {args.isolation}: {e}") from None
+    env_pairs(args.env)
+    if args.preload is not None:
+        module_names(args.preload)
+
+
+def module_names(text: str) -> list[str]:
+    """--preload's comma list; a ValueError naming the first item that is not a module name."""
+    names = [item.strip() for item in text.split(",") if item.strip()]
+    for name in names:
+        if not all(part.isidentifier() for part in name.split(".")):
+            raise ValueError(f"--preload {text}: '{name}' is not a module name (e.g. --preload sympy,numpy)")
+    return names
+
+
+def env_pairs(items: list[str]) -> dict[str, str]:
+    """--env's NAME=VALUE items as a dict; a ValueError naming the first that is not one."""
+    pairs = {}
+    for item in items:
+        name, eq, value = item.partition("=")
+        if not eq or not name.isidentifier():
+            raise ValueError(f"--env {item}: use NAME=VALUE, NAME a variable name (letters, digits, _)")
+        pairs[name] = value
+    return pairs

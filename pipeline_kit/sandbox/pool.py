@@ -18,10 +18,32 @@ from pipeline_kit.sandbox.isolation import NOBODY, Layers
 
 WORKER_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "worker.py")
 DEFAULT_READONLY = ["/usr", "/bin", "/lib", "/lib32", "/lib64", "/libx32", "/sbin", "/etc"]
+# An execution's environment is the worker's, which every fork inherits: never the server's own, where a job keeps
+# its secrets (a judge's API key, a tracker's token). Numeric libraries start one thread per core unless told
+# otherwise: on a node with more cores than --processes, OpenBLAS's start then fails and `import numpy` hangs.
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMEXPR_NUM_THREADS")
+KEPT_FROM_SERVER = ("LD_LIBRARY_PATH", "TZ")  # where libraries are, and the local time
+
+
+def execution_environment(extra: dict[str, str]) -> dict[str, str]:
+    """The environment of every execution: a fixed one (PATH with this Python's folder first, one thread per
+    numeric library), LD_LIBRARY_PATH and TZ where the server has them, then --env's NAME=VALUE pairs."""
+    env = {
+        "PATH": os.pathsep.join([os.path.dirname(sys.executable), "/usr/local/bin", "/usr/bin", "/bin"]),
+        "HOME": "/tmp",
+        "LANG": "C.UTF-8",
+        **dict.fromkeys(THREAD_VARIABLES, "1"),
+    }
+    env.update({name: os.environ[name] for name in KEPT_FROM_SERVER if name in os.environ})
+    return {**env, **extra}
 
 
 class WorkerStartError(RuntimeError):
     """A worker could not build its namespaces (user namespaces off, a container's seccomp, ...)."""
+
+
+class PreloadError(ValueError):
+    """A --preload module would not import in a worker (the user's to fix: the module or the flag)."""
 
 
 def python_paths() -> list[str]:
@@ -46,6 +68,11 @@ class WorkerPool:
     size: int
     layers: Layers
     readonly_paths: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)  # --env: added to every execution's environment
+    # modules each worker imports before it serves (worker.preload); strict: each must import (else left out if absent)
+    preload: list[str] = field(default_factory=list)
+    preload_strict: bool = False
+    preloaded: list[str] = field(default_factory=list)  # what the workers did import
     workers: list[Worker] = field(default_factory=list)
     restarts: int = 0
     cgroups: list[ServerCgroup] = field(default_factory=list)  # the workers' cgroups for executions go under these
@@ -61,9 +88,15 @@ class WorkerPool:
         if missing:
             raise WorkerStartError("; ".join(f"{name}: {self.unavailable[name]}" for name in missing))
         self._make_cgroups()
+        started = [self._spawn() for _ in range(self.size)]  # at once: each may spend a second on --preload
         try:
-            self.workers = [self._start_one() for _ in range(self.size)]
-        except WorkerStartError:
+            for process, control in started:
+                self.workers.append(self._handshake(process, control))
+        except (WorkerStartError, PreloadError):
+            for process, control in started[len(self.workers) :]:
+                control.close()
+                process.kill()
+                process.wait()
             self.close()  # the cgroups made so far, and the workers started
             raise
 
@@ -95,20 +128,29 @@ class WorkerPool:
         }
 
     def _start_one(self) -> Worker:
+        return self._handshake(*self._spawn())
+
+    def _spawn(self) -> tuple[subprocess.Popen, socket.socket]:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         config = {
             "control_fd": theirs.fileno(),
             "layers": {name: getattr(self.layers, name) for name in self.layers.__dataclass_fields__},
             "readonly_paths": DEFAULT_READONLY + python_paths() + self.readonly_paths,
             "cgroups": self.cgroup_paths(),
+            "preload": self.preload,
+            "preload_strict": self.preload_strict,
         }
         process = subprocess.Popen(
             [sys.executable, "-I", WORKER_SCRIPT, json.dumps(config)],
             pass_fds=[theirs.fileno()],
             stdin=subprocess.DEVNULL,
+            env=execution_environment(self.env),
         )
         theirs.close()
-        ours.settimeout(30)
+        return process, ours
+
+    def _handshake(self, process: subprocess.Popen, ours: socket.socket) -> Worker:
+        ours.settimeout(60)
         try:
             hello = json.loads(ours.recv(1 << 16) or b'{"error": "the worker exited"}')
         except (TimeoutError, ValueError) as e:
@@ -116,8 +158,9 @@ class WorkerPool:
             raise WorkerStartError(f"sandbox worker did not start: {e}") from None
         if "error" in hello:
             process.wait()
-            raise WorkerStartError(hello["error"])
+            raise (PreloadError if hello.get("preload") else WorkerStartError)(hello["error"])
         ours.settimeout(None)
+        self.preloaded = hello["preloaded"]
         return Worker(process, ours)
 
     def send(self, message: dict, fds: list[int]) -> None:

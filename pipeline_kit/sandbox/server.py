@@ -138,6 +138,7 @@ class SandboxServer:
                 "isolation": self.pool.active_layers(),
                 "isolation_off": self.pool.inactive_layers(),
                 "missing_libraries": missing_libraries(),
+                "preloaded": self.pool.preloaded,
                 "limits": self.limits.as_dict(),
                 "max_concurrent": self.max_concurrent,
                 "running": self.running,
@@ -174,7 +175,11 @@ def build(args: argparse.Namespace) -> SandboxServer:
         tmp_size=args.tmp_size_mb * MiB,
         max_timeout=args.max_timeout,
     )
-    pool = WorkerPool(args.workers, layers, args.readonly_path)
+    if args.preload is None:  # what math code imports, where this Python has it
+        preload, strict = list(MATH_LIBRARIES), False
+    else:
+        preload, strict = flags.module_names(args.preload), True
+    pool = WorkerPool(args.workers, layers, args.readonly_path, flags.env_pairs(args.env), preload, strict)
     pool.start()
     for name, why in pool.unavailable.items():
         print(f"kit sandbox: isolation layer {name} is off: {why}", file=sys.stderr, flush=True)
@@ -210,7 +215,7 @@ async def serve(server: SandboxServer, args: argparse.Namespace) -> None:
     layers = ", ".join(server.pool.active_layers()) or "none"
     print(
         f"kit sandbox: serving on http://{args.host}:{args.port} ({len(server.pool.workers)} workers; "
-        f"isolation: {layers})",
+        f"isolation: {layers}; preloaded: {', '.join(server.pool.preloaded) or 'none'})",
         flush=True,
     )
     await stop.wait()
