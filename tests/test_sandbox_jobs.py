@@ -210,6 +210,17 @@ def test_tir_generation_with_the_sandbox_as_its_own_het_component(kit, configs, 
         ("start_sandbox", ["--sandbox_args=--workers 0"], "--workers 0 must be above 0"),
         ("run_cmd", ["--with_sandbox", "--sandbox_args=--env OMP"], "--env OMP: use NAME=VALUE"),
         ("start_sandbox", ["--sandbox_args=--preload sympy,2x"], "'2x' is not a module name"),
+        # a TIR sample keeps a session: fewer than the samples in flight and the server ends sessions still in use
+        (
+            "generate",
+            [
+                "--with_sandbox",
+                "++code_execution=true",
+                "++max_concurrent_requests=300",
+                "--sandbox_args=--max_sessions 200",
+            ],
+            "--max_sessions 200 is below the 300 samples in flight (++max_concurrent_requests)",
+        ),
     ],
 )
 def test_sandbox_flag_errors_are_one_line_exit_2(kit, configs, tmp_path, command, flags, needle):
@@ -242,3 +253,31 @@ def test_start_sandbox_port_flag_is_sandbox_port_and_the_old_port_still_works(ki
     assert "KIT_PORT=6123" in new.stdout and "KIT_PORT=6123" in old.stdout
     shown = kit("start_sandbox", "--help").stdout
     assert "--sandbox_port" in shown and "--port " not in shown  # the old name is hidden
+
+
+@pytest.mark.parametrize(
+    ("flags", "sessions"),
+    [
+        (["++code_execution=true"], "--max_sessions 512"),  # the client's default samples in flight
+        (
+            ["++code_execution=true", "++max_concurrent_requests=1000", "--sandbox_args=--memory_gb 2"],
+            "--max_sessions 1000",
+        ),
+        (["++code_execution=true", "++max_concurrent_requests=64"], None),  # the server's default (256) has room
+        (
+            ["++code_execution=true", "++max_concurrent_requests=900", "--sandbox_args=--max_sessions 1200"],
+            "--max_sessions 1200",
+        ),
+        ([], None),  # no TIR: the job's own command decides what it asks of the sandbox
+    ],
+)
+def test_a_tir_jobs_sandbox_has_a_session_for_every_sample_in_flight(kit, configs, tmp_path, flags, sessions):
+    d = configs("local-procs", "executor: none\njob_dir: JOB_DIR\n")
+    res = kit(
+        "generate", "--cluster=local-procs", f"--config_dir={d}", "--server_type=openai",
+        "--server_address=http://127.0.0.1:9/v1", "--model=m", f"--input_file={problems(tmp_path, 1)}",
+        f"--output_dir={tmp_path / 'out'}", "--with_sandbox", "--dry_run", *flags,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stdout + res.stderr
+    line = next(line for line in res.stdout.splitlines() if "pipeline_kit.sandbox.server" in line)
+    assert re.findall(r"--max_sessions \d+", line) == ([sessions] if sessions else []), line

@@ -169,7 +169,32 @@ def test_client_replays_a_session_whose_process_was_killed(sandbox):
             await client.close()
 
     res = asyncio.run(main())
-    assert res["stdout"] == "6\n" and res["replayed_cells"] == 1
+    assert res["stdout"] == "6\n" and res["replayed_cells"] == 1 and res["replay_differed"] == []
+
+
+def test_a_replay_whose_cells_print_something_else_says_so(sandbox):
+    """A replayed cell that draws a random number prints another one: the rebuilt state is not what the caller
+    (a TIR sample's model) saw, and the result and the log say which cells differed."""
+    import os
+    import signal
+
+    logs = []
+
+    async def main():
+        client = SandboxClient(sandbox.url, log=logs.append)
+        try:
+            await client.execute("import random\nx = random.random()\nprint(x)", session_id="drawn")
+            await client.execute("y = 2\nprint(y)", session_id="drawn")
+            pid = next(s["pid"] for s in sandbox.call("GET", "/sessions")[1]["sessions"] if s["id"] == "drawn")
+            os.kill(pid, signal.SIGKILL)
+            await asyncio.sleep(0.3)
+            return await client.execute("print(y)", session_id="drawn")
+        finally:
+            await client.close()
+
+    res = asyncio.run(main())
+    assert res["stdout"] == "2\n" and res["replayed_cells"] == 2 and res["replay_differed"] == [1], res
+    assert "cells [1] printed other output than before" in logs[-1], logs
 
 
 def test_client_replays_after_a_server_restart():

@@ -3,7 +3,8 @@ het component on Slurm), and the explicit builders that hand its address to the 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import shlex
+from dataclasses import dataclass, replace
 
 from pipeline_kit.cluster import ClusterConfig
 from pipeline_kit.components.python_check import kit_python_check
@@ -45,6 +46,25 @@ class SandboxSpec:
             check_args(self.args)
         except ValueError as e:
             raise UserError(f"--sandbox_args={self.args!r}: {e}") from None
+
+    def with_sessions(self, sessions: int, needed_by: str) -> SandboxSpec:
+        """This sandbox with room for `sessions` sessions at once: `--max_sessions N` added where the server's default
+        is lower; a UserError where --sandbox_args sets a lower one (`needed_by` says what needs them)."""
+        from pipeline_kit.sandbox.flags import parser
+
+        flags = parser(checking=True)
+        default = flags.get_default("max_sessions")
+        flags.set_defaults(max_sessions=None)
+        given = flags.parse_args(shlex.split(self.args)).max_sessions
+        if sessions <= (default if given is None else given):
+            return self
+        if given is not None:
+            raise UserError(
+                f"--sandbox_args={self.args!r}: --max_sessions {given} is below the {sessions} samples in flight "
+                f"({needed_by}); each keeps a sandbox session, and a full sandbox ends the least recently used one "
+                f"while its sample still needs it. Raise --max_sessions to {sessions} or lower {needed_by}."
+            )
+        return replace(self, args=f"{self.args.strip()} --max_sessions {sessions}".strip())
 
     def command(self, cluster: ClusterConfig, port: int | str | None = None) -> Command:
         if self.container:

@@ -71,6 +71,21 @@ class GenerateSpec:
             raise UserError("--genselect picks among sampled solutions; add --num_random_seeds=N (N of at least 2).")
         self.num_jobs = parse_num_jobs(self.num_jobs)
         check_packing_limits(self.max_startup_share, self.max_jobs, self.max_wall_ratio, self.nodes_free)
+        if self.sandbox is not None:
+            self.sandbox = _sandbox_with_room(self.sandbox, self.overrides)
+
+
+def _sandbox_with_room(sandbox: SandboxSpec, overrides: tuple[str, ...]) -> SandboxSpec:
+    """TIR keeps a sandbox session per sample in flight (inference/tir.py). A sandbox holding --max_sessions ends
+    the least recently used idle one for the next: a sample between two code rounds, which then replays its cells
+    (and a cell with random or time-dependent output tells the model something other than before). So a TIR job's
+    sandbox gets --max_sessions of at least ++max_concurrent_requests."""
+    code_execution, _ = take_override(overrides, "code_execution")
+    if (code_execution or "").lower() != "true":
+        return sandbox
+    given, _ = take_override(overrides, "max_concurrent_requests")
+    in_flight = int(given) if given and given.isdigit() else GenerateConfig.max_concurrent_requests
+    return sandbox.with_sessions(in_flight, "++max_concurrent_requests")
 
 
 @dataclass

@@ -44,7 +44,8 @@ class SandboxClient:
             max_connections,
             log,
         )
-        self.histories: dict[str, list[dict]] = {}  # session -> its successful cells, in order
+        # session -> its successful cells, in order, each with the stdout it printed (to tell a replay that differs)
+        self.histories: dict[str, list[tuple[dict, str]]] = {}
         self._http = None
 
     async def _session(self):
@@ -85,7 +86,9 @@ class SandboxClient:
         std_input: str = "",
         max_output_characters: int = 10_000,
     ) -> dict:
-        """The server's result: {status, stdout, stderr, truncated, ...}; with `replayed_cells` after a replay."""
+        """The server's result: {status, stdout, stderr, truncated, ...}; after a replay, with `replayed_cells` and
+        `replay_differed` (the numbers of the replayed cells whose stdout was not what they printed before: random
+        numbers, the clock; the session's state may then not be what the caller saw)."""
         cell = {
             "code": code,
             "language": language,
@@ -97,15 +100,15 @@ class SandboxClient:
             return self._checked(*await self._call("POST", "/execute", cell, timeout=timeout))
         history = self.histories.setdefault(session_id, [])
         status, body = await self._post_cell(session_id, cell, len(history))
-        replayed = 0
+        differed = None
         if status == 409 and body.get("error") == "session_lost":
-            replayed = await self._replay(session_id, history, body.get("message", ""))
+            differed = await self._replay(session_id, history, body.get("message", ""))
             status, body = await self._post_cell(session_id, cell, len(history))
         result = self._checked(status, body)
-        if replayed:
-            result["replayed_cells"] = replayed
+        if differed is not None:
+            result["replayed_cells"], result["replay_differed"] = len(history), differed
         if result["status"] == "completed":
-            history.append(cell)
+            history.append((cell, result["stdout"]))
         return result
 
     async def _post_cell(self, session_id: str, cell: dict, known_cells: int) -> tuple[int, dict]:
@@ -119,9 +122,11 @@ class SandboxClient:
             )
         return body
 
-    async def _replay(self, session_id: str, history: list[dict], why: str) -> int:
+    async def _replay(self, session_id: str, history: list[tuple[dict, str]], why: str) -> list[int]:
+        """The numbers of the cells whose stdout differed from the first run's."""
         self.log(f"session '{session_id}' was lost on the sandbox ({why}); replaying its {len(history)} cells")
-        for i, cell in enumerate(history):
+        differed = []
+        for i, (cell, stdout) in enumerate(history):
             status, body = await self._post_cell(session_id, cell, i)
             if status != 200 or body.get("status") != "completed":
                 detail = body.get("error") or (body.get("stderr") or "").strip().splitlines()[-1:] or body.get("status")
@@ -129,8 +134,11 @@ class SandboxClient:
                     f"session '{session_id}' was lost and replaying cell {i + 1} of {len(history)} failed "
                     f"({detail}); its state cannot be rebuilt, so start the sample again"
                 )
-        self.log(f"session '{session_id}': replayed {len(history)} cells")
-        return len(history)
+            if body.get("stdout") != stdout:
+                differed.append(i + 1)
+        note = f"; cells {differed} printed other output than before, so its state may differ" if differed else ""
+        self.log(f"session '{session_id}': replayed {len(history)} cells{note}")
+        return differed
 
     async def delete_session(self, session_id: str) -> None:
         self.histories.pop(session_id, None)
