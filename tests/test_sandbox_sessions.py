@@ -153,46 +153,38 @@ def test_client_replays_a_session_lost_to_a_timeout(sandbox):
     assert "was lost" in logs[0] and "replaying its 2 cells" in logs[0]
 
 
-def test_client_replays_a_session_whose_process_was_killed(sandbox):
+def _after_its_process_is_killed(sandbox, session: str, cells: list[str], then: str, log=lambda m: None) -> dict:
+    """Run `cells` in `session` through the client, kill the session's process (as a crashed worker would), then
+    run `then`: the client replays the cells first."""
     import os
     import signal
 
     async def main():
-        client = SandboxClient(sandbox.url, log=lambda m: None)
+        client = SandboxClient(sandbox.url, log=log)
         try:
-            await client.execute("data = [1, 2, 3]", session_id="victim")
-            pid = next(s["pid"] for s in sandbox.call("GET", "/sessions")[1]["sessions"] if s["id"] == "victim")
-            os.kill(pid, signal.SIGKILL)  # as if its worker had crashed
+            for cell in cells:
+                await client.execute(cell, session_id=session)
+            pid = next(s["pid"] for s in sandbox.call("GET", "/sessions")[1]["sessions"] if s["id"] == session)
+            os.kill(pid, signal.SIGKILL)
             await asyncio.sleep(0.3)
-            return await client.execute("print(sum(data))", session_id="victim")
+            return await client.execute(then, session_id=session)
         finally:
             await client.close()
 
-    res = asyncio.run(main())
+    return asyncio.run(main())
+
+
+def test_client_replays_a_session_whose_process_was_killed(sandbox):
+    res = _after_its_process_is_killed(sandbox, "victim", ["data = [1, 2, 3]"], "print(sum(data))")
     assert res["stdout"] == "6\n" and res["replayed_cells"] == 1 and res["replay_differed"] == []
 
 
 def test_a_replay_whose_cells_print_something_else_says_so(sandbox):
     """A replayed cell that draws a random number prints another one: the rebuilt state is not what the caller
     (a TIR sample's model) saw, and the result and the log say which cells differed."""
-    import os
-    import signal
-
     logs = []
-
-    async def main():
-        client = SandboxClient(sandbox.url, log=logs.append)
-        try:
-            await client.execute("import random\nx = random.random()\nprint(x)", session_id="drawn")
-            await client.execute("y = 2\nprint(y)", session_id="drawn")
-            pid = next(s["pid"] for s in sandbox.call("GET", "/sessions")[1]["sessions"] if s["id"] == "drawn")
-            os.kill(pid, signal.SIGKILL)
-            await asyncio.sleep(0.3)
-            return await client.execute("print(y)", session_id="drawn")
-        finally:
-            await client.close()
-
-    res = asyncio.run(main())
+    cells = ["import random\nx = random.random()\nprint(x)", "y = 2\nprint(y)"]
+    res = _after_its_process_is_killed(sandbox, "drawn", cells, "print(y)", logs.append)
     assert res["stdout"] == "2\n" and res["replayed_cells"] == 2 and res["replay_differed"] == [1], res
     assert "cells [1] printed other output than before" in logs[-1], logs
 
