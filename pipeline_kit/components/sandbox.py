@@ -50,7 +50,7 @@ class SandboxSpec:
     def with_sessions(self, sessions: int, needed_by: str) -> SandboxSpec:
         """This sandbox with room for `sessions` sessions at once: `--max_sessions N` added where the server's default
         is lower; a UserError where --sandbox_args sets a lower one (`needed_by` says what needs them)."""
-        from pipeline_kit.sandbox.flags import parser
+        from pipeline_kit.sandbox.flags import parser  # lazy: argparse, only for a job that runs a sandbox
 
         flags = parser(checking=True)
         default = flags.get_default("max_sessions")

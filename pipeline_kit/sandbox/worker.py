@@ -10,6 +10,9 @@ reaped the supervisor. The worker never sees the code or its output."""
 
 from __future__ import annotations
 
+import gc
+import importlib
+import importlib.util
 import json
 import os
 import select
@@ -50,10 +53,6 @@ def preload(names: list[str], strict: bool) -> list[str]:
     sympy` costs an execution ~250 ms otherwise. Then freeze the garbage collector's objects so far, so that no
     collection in an execution walks (and so copies) them. Not `strict` (the default list): a module this
     interpreter cannot find is left out. Returns the names imported."""
-    import gc
-    import importlib
-    import importlib.util
-
     done = []
     for name in names:
         if not strict and importlib.util.find_spec(name) is None:
