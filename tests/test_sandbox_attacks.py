@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import sandbox_cases as cases
 from sandbox_cases import LIMITS
-from sandbox_server import SandboxServer, children, sandbox_pids, wait_for_census
+from sandbox_server import SandboxServer, sandbox_pids, wait_for_census
 
 from pipeline_kit.sandbox.executions import STATUS_GRACE
 
@@ -27,8 +27,8 @@ def sandbox():
         # the workers, and whatever else runs as the sandbox's user now (another test's sandbox, in a container or a
         # Slurm job, that sandbox_pids cannot tell apart: once 13 such processes started beside this one)
         server.baseline = sandbox_pids(server.proc.pid)
-        workers = server.baseline & children(server.proc.pid)  # the fork-server workers are its children
-        assert len(workers) == server.call("GET", "/health")[1]["workers"]
+        workers = set(server.call("GET", "/health")[1]["worker_pids"])  # children of its zygote, not of it
+        assert len(workers) == server.call("GET", "/health")[1]["workers"] and workers <= server.baseline
         yield server
     finally:
         server.stop()

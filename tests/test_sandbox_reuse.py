@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from sandbox_server import SandboxServer, children, sandbox_pids, wait_for_census
+from sandbox_server import SandboxServer, sandbox_pids, wait_for_census
 
 from pipeline_kit.sandbox import isolation, support
 from pipeline_kit.sandbox.cgroups import ServerCgroup, Slots, folder_name, hierarchy, sweep_stale
@@ -262,7 +262,7 @@ def test_the_worker_root_holds_only_the_staging_root(sandbox):
     """The worker makes a small tmpfs holding /proc and the staging root its `/` and lets go of the host's mounts,
     so that each execution's copy of its mount namespace holds those only: not the host's root, cgroups, sysfs or
     /dev (the code sees none of them either way: it is chrooted into the staging root)."""
-    (worker,) = children(sandbox.proc.pid) & sandbox.baseline
+    (worker,) = sandbox.call("GET", "/health")[1]["worker_pids"]
     mounts = [line.split() for line in Path(f"/proc/{worker}/mountinfo").read_text().splitlines()]
     points = {fields[4] for fields in mounts}
     fstypes = {fields[fields.index("-") + 1] for fields in mounts}

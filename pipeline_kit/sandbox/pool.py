@@ -7,6 +7,8 @@ import asyncio
 import itertools
 import json
 import os
+import select
+import signal
 import socket
 import subprocess
 import sys
@@ -51,9 +53,39 @@ def python_paths() -> list[str]:
     return sorted({sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix})
 
 
+class WorkerProcess:
+    """A worker: a child of the workers' zygote, not of the server, so watched and killed through a pidfd."""
+
+    def __init__(self, pid: int):
+        self.pid = pid
+        try:
+            self.pidfd = os.pidfd_open(pid)
+        except ProcessLookupError:  # it ended already: its handshake says why
+            self.pidfd = None
+
+    def alive(self) -> bool:
+        return self.pidfd is not None and not select.select([self.pidfd], [], [], 0)[0]
+
+    def wait(self, timeout: float) -> bool:
+        """Whether it ended within `timeout` seconds."""
+        return self.pidfd is None or bool(select.select([self.pidfd], [], [], timeout)[0])
+
+    def kill(self) -> None:
+        if self.pidfd is not None:
+            try:
+                signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+    def close(self) -> None:
+        if self.pidfd is not None:
+            os.close(self.pidfd)
+            self.pidfd = None
+
+
 @dataclass
 class Worker:
-    process: subprocess.Popen
+    process: WorkerProcess
     control: socket.socket
 
     def send(self, message: dict, fds: list[int]) -> None:
@@ -78,6 +110,8 @@ class WorkerPool:
     cgroups: list[ServerCgroup] = field(default_factory=list)  # the workers' cgroups for executions go under these
     unavailable: dict[str, str] = field(default_factory=dict)
     _next: itertools.count = field(default_factory=itertools.count)
+    _zygote: subprocess.Popen | None = None  # the workers' parent (worker.zygote), and its control socket
+    _zygote_control: socket.socket | None = None
 
     def start(self) -> None:
         """Probe which layers can be had, make the server's cgroups, start the workers. Without an essential layer
@@ -88,16 +122,13 @@ class WorkerPool:
         if missing:
             raise WorkerStartError("; ".join(f"{name}: {self.unavailable[name]}" for name in missing))
         self._make_cgroups()
-        started = [self._spawn() for _ in range(self.size)]  # at once: each may spend a second on --preload
         try:
+            self._start_zygote()
+            started = [self._spawn() for _ in range(self.size)]  # forked at once, then each says it is ready
             for process, control in started:
                 self.workers.append(self._handshake(process, control))
         except (WorkerStartError, PreloadError):
-            for process, control in started[len(self.workers) :]:
-                control.close()
-                process.kill()
-                process.wait()
-            self.close()  # the cgroups made so far, and the workers started
+            self.close()  # the cgroups made so far, the zygote and the workers started (they die with it)
             raise
 
     def _make_cgroups(self) -> None:
@@ -130,7 +161,8 @@ class WorkerPool:
     def _start_one(self) -> Worker:
         return self._handshake(*self._spawn())
 
-    def _spawn(self) -> tuple[subprocess.Popen, socket.socket]:
+    def _start_zygote(self) -> None:
+        """The workers' parent (worker.zygote), which imports --preload once for all of them."""
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         config = {
             "control_fd": theirs.fileno(),
@@ -140,27 +172,53 @@ class WorkerPool:
             "preload": self.preload,
             "preload_strict": self.preload_strict,
         }
-        process = subprocess.Popen(
+        self._zygote = subprocess.Popen(
             [sys.executable, "-I", WORKER_SCRIPT, json.dumps(config)],
             pass_fds=[theirs.fileno()],
             stdin=subprocess.DEVNULL,
             env=execution_environment(self.env),
         )
         theirs.close()
-        return process, ours
-
-    def _handshake(self, process: subprocess.Popen, ours: socket.socket) -> Worker:
-        ours.settimeout(60)
-        try:
-            hello = json.loads(ours.recv(1 << 16) or b'{"error": "the worker exited"}')
-        except (TimeoutError, ValueError) as e:
-            process.kill()
-            raise WorkerStartError(f"sandbox worker did not start: {e}") from None
+        self._zygote_control = ours
+        hello = self._receive(ours, "the sandbox's worker zygote")
         if "error" in hello:
-            process.wait()
+            self._zygote.wait()
             raise (PreloadError if hello.get("preload") else WorkerStartError)(hello["error"])
-        ours.settimeout(None)
         self.preloaded = hello["preloaded"]
+
+    def _spawn(self) -> tuple[WorkerProcess, socket.socket]:
+        """A worker forked by the zygote (a new zygote if it has died), and the server's end of its control socket."""
+        if self._zygote is None or self._zygote.poll() is not None:
+            if self._zygote_control is not None:
+                self._zygote_control.close()
+            self._start_zygote()
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            socket.send_fds(self._zygote_control, [b"worker"], [theirs.fileno()])
+            reply = self._receive(self._zygote_control, "the sandbox's worker zygote")
+        finally:
+            theirs.close()
+        if "worker" not in reply:
+            raise WorkerStartError(f"the sandbox's worker zygote did not fork a worker: {reply.get('error')}")
+        return WorkerProcess(reply["worker"]), ours
+
+    @staticmethod
+    def _receive(control: socket.socket, who: str) -> dict:
+        control.settimeout(60)
+        try:
+            return json.loads(control.recv(1 << 16) or json.dumps({"error": f"{who} exited"}))
+        except (TimeoutError, ValueError) as e:
+            raise WorkerStartError(f"{who} did not answer: {e}") from None
+        finally:
+            control.settimeout(None)
+
+    def _handshake(self, process: WorkerProcess, ours: socket.socket) -> Worker:
+        hello = self._receive(ours, "a sandbox worker")
+        if "error" in hello:
+            process.kill()
+            process.close()
+            ours.close()
+            raise WorkerStartError(hello["error"])
         return Worker(process, ours)
 
     def send(self, message: dict, fds: list[int]) -> None:
@@ -168,15 +226,16 @@ class WorkerPool:
         goes to its replacement."""
         index = next(self._next) % len(self.workers)
         worker = self.workers[index]
-        if worker.process.poll() is None:
+        if worker.process.alive():
             try:
                 return worker.send(message, fds)
             except OSError:  # it died between the check and the send
                 worker.process.kill()
-                worker.process.wait()
+                worker.process.wait(5)
         worker.control.close()
+        worker.process.close()
         self.restarts += 1
-        print(f"kit sandbox: worker {index} had exited ({worker.process.returncode}); restarting it", flush=True)
+        print(f"kit sandbox: worker {index} (pid {worker.process.pid}) had exited; restarting it", flush=True)
         self.workers[index] = self._start_one()
         self.workers[index].send(message, fds)
 
@@ -184,10 +243,17 @@ class WorkerPool:
         for worker in self.workers:
             worker.control.close()  # the worker exits on end of file
         for worker in self.workers:
-            try:
-                worker.process.wait(timeout=5)
-            except subprocess.TimeoutExpired:
+            if not worker.process.wait(5):
                 worker.process.kill()
+            worker.process.close()
+        if self._zygote_control is not None:
+            self._zygote_control.close()  # the zygote exits on end of file
+        if self._zygote is not None:
+            try:
+                self._zygote.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self._zygote.kill()
+                self._zygote.wait()
         for cgroup in self.cgroups:
             cgroup.remove()
 

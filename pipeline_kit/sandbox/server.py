@@ -134,6 +134,7 @@ class SandboxServer:
             {
                 "status": "ok",
                 "workers": len(self.pool.workers),
+                "worker_pids": [worker.process.pid for worker in self.pool.workers],
                 "worker_restarts": self.pool.restarts,
                 "isolation": self.pool.active_layers(),
                 "isolation_off": self.pool.inactive_layers(),

@@ -1,6 +1,7 @@
 """A sandbox worker: a fork server that lives in its own namespaces and forks one isolated execution per request.
 
-    python -I worker.py CONFIG_JSON  (started by the server with one end of a SOCK_SEQPACKET pair; stdlib only)
+    python -I worker.py CONFIG_JSON  (the workers' zygote, started by the server with one end of a SOCK_SEQPACKET
+                                      pair; it forks a worker for each socket the server sends it; stdlib only)
 
 Each request is JSON plus file descriptors. The worker takes one of its reusable cgroups for it (`cgroups.Slots`)
 and forks; the fork (the execution's supervisor) enters new user/PID/mount namespaces, reports its pid on the status
@@ -221,21 +222,61 @@ def execution_child(
     return 0
 
 
-def main() -> None:
-    config = json.loads(sys.argv[1])
-    control = socket.socket(fileno=config["control_fd"])
+def _reap_quietly(_signum=None, _frame=None) -> None:
     try:
-        isolation.die_with_parent()
-        # as the server's user on the host's root: the namespaces that follow may no longer reach the Python install
+        while os.waitpid(-1, os.WNOHANG)[0] > 0:
+            pass
+    except ChildProcessError:
+        pass
+
+
+def zygote(control: socket.socket, config: dict) -> None:
+    """The workers' parent. It imports --preload once (as the server's user, on the host's root: the workers'
+    namespaces may no longer reach the Python install), then forks a worker for each control socket the server
+    sends it and answers its pid. The workers share the preloaded modules' memory (each held 48 MB of its own
+    when it imported them itself). It ends when the server closes `control`, and with the server. A worker is
+    bound to the server by its own control socket, not to the zygote: a zygote that dies leaves its workers
+    serving, and the server starts a new one when it next needs a worker."""
+    isolation.die_with_parent()
+    try:
         preloaded = preload(config["preload"], config["preload_strict"])
-        layers = isolation.Layers(**config["layers"])
-        serve(control, layers, config["readonly_paths"], config["cgroups"], preloaded)
     except PreloadError as e:
         control.send(json.dumps({"error": str(e), "preload": True}).encode())
         sys.exit(1)
+    signal.signal(signal.SIGCHLD, _reap_quietly)  # its workers; the server watches them through pidfds
+    control.send(json.dumps({"ready": os.getpid(), "preloaded": preloaded}).encode())
+    layers = isolation.Layers(**config["layers"])
+    while True:
+        data, fds, _, _ = socket.recv_fds(control, 1 << 16, 1)
+        if not data:
+            return
+        pid = os.fork()
+        if pid == 0:
+            # not the zygote's reaper: it would take the exit status of the helper that writes the worker's uid map
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            control.close()
+            _worker(socket.socket(fileno=fds[0]), layers, config, preloaded)
+        os.close(fds[0])
+        control.send(json.dumps({"worker": pid}).encode())
+
+
+def _worker(control: socket.socket, layers: isolation.Layers, config: dict, preloaded: list[str]) -> None:
+    """A forked worker's life: it never returns into the zygote's loop."""
+    code = 1
+    try:
+        serve(control, layers, config["readonly_paths"], config["cgroups"], preloaded)
+        code = 0
     except (isolation.IsolationError, OSError) as e:
         control.send(json.dumps({"error": str(e)}).encode())
-        sys.exit(1)
+    except BaseException as e:  # noqa: BLE001 - a bug: its traceback on the server's stderr, as without the fork
+        sys.excepthook(type(e), e, e.__traceback__)
+    finally:
+        os._exit(code)
+
+
+def main() -> None:
+    config = json.loads(sys.argv[1])
+    zygote(socket.socket(fileno=config["control_fd"]), config)
 
 
 if __name__ == "__main__":
