@@ -19,7 +19,7 @@ varied 0.888-0.912 over 9 runs, against 0.84-0.98 one setting after the other. A
 (`full@PATH`) to compare two versions of kit in one run.
 
 Servers start with `--preload ''` (no module imported ahead), as when issue 36 measured full against bare; a setting
-ending in `+preload` runs the server's default instead (each worker imports numpy and sympy before it serves).
+ending in `+preload` runs the server's default instead (numpy and sympy imported before the workers serve).
 `--code sympy` sends a small sympy solve, as tool-using math models write, instead of `print(1+1)`:
 
   python perf/bench_sandbox.py --settings full,full+preload --batch 50 --requests 100 --code sympy"""
@@ -57,10 +57,10 @@ def isolation_arg(setting: str) -> str:
 
 
 def start_server(setting: str, port: int) -> subprocess.Popen:
-    """`setting`, or `setting@CHECKOUT`: the server of another checkout of kit (to compare two versions in one run)."""
-    setting, _, checkout = setting.partition("@")
-    setting, preload, _ = setting.partition("+preload")
-    checkout = checkout.removesuffix("+preload")
+    """`setting`, or `setting@CHECKOUT`: the server of another checkout of kit (to compare two versions in one run);
+    either ending in `+preload`: the server's default --preload."""
+    preload = setting.endswith("+preload")
+    setting, _, checkout = setting.removesuffix("+preload").partition("@")
     env = {**os.environ, "PYTHONPATH": checkout} if checkout else None
     argv = [sys.executable, "-m", "pipeline_kit.sandbox.server", "--port", str(port)]
     argv += ["--isolation", isolation_arg(setting)] + ([] if preload else ["--preload", ""])

@@ -326,8 +326,8 @@ def test_a_python_without_numpy_and_sympy_is_named_at_start_and_in_health(tmp_pa
 PRELOADED = "import sys\nprint([name in sys.modules for name in ('numpy', 'sympy')])"
 
 
-def test_the_math_libraries_are_imported_once_per_worker_and_preload_chooses_them(sandbox):
-    """By default each worker imports numpy and sympy before it serves (an execution's `import sympy` cost ~250 ms,
+def test_the_math_libraries_are_preloaded_and_preload_chooses_them(sandbox):
+    """By default the workers' zygote imports numpy and sympy before it forks them (an execution's `import sympy` cost ~250 ms,
     perf/README.md): executions and sessions find them imported. --preload names others, or none."""
     assert sandbox.call("GET", "/health")[1]["preloaded"] == ["numpy", "sympy"]
     assert sandbox.run(PRELOADED)["stdout"] == "[True, True]\n"

@@ -37,7 +37,7 @@ def parser(description: str | None = None, checking: bool = False) -> argparse.A
         "--preload",
         default=None,
         metavar="MODULES",
-        help="modules each worker imports once, so that the code's `import` of them is free "
+        help="modules imported once, before the workers are forked, so that the code's `import` of them is free "
         "[default: numpy,sympy where installed; '' for none]",
     )
     p.add_argument(

@@ -101,7 +101,8 @@ class WorkerPool:
     layers: Layers
     readonly_paths: list[str] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)  # --env: added to every execution's environment
-    # modules each worker imports before it serves (worker.preload); strict: each must import (else left out if absent)
+    # modules the workers' zygote imports before it forks them (worker.preload); strict: each must import (else a
+    # missing one is left out)
     preload: list[str] = field(default_factory=list)
     preload_strict: bool = False
     preloaded: list[str] = field(default_factory=list)  # what the workers did import
@@ -122,13 +123,18 @@ class WorkerPool:
         if missing:
             raise WorkerStartError("; ".join(f"{name}: {self.unavailable[name]}" for name in missing))
         self._make_cgroups()
+        started: list[tuple[WorkerProcess, socket.socket]] = []
         try:
             self._start_zygote()
-            started = [self._spawn() for _ in range(self.size)]  # forked at once, then each says it is ready
+            for _ in range(self.size):  # forked at once, then each says it is ready
+                started.append(self._spawn())
             for process, control in started:
                 self.workers.append(self._handshake(process, control))
         except (WorkerStartError, PreloadError):
-            self.close()  # the cgroups made so far, the zygote and the workers started (they die with it)
+            for process, control in started[len(self.workers) :]:
+                control.close()  # forked, not (or not yet) ready: end of file ends them
+                process.close()
+            self.close()  # the cgroups made so far, the zygote and the workers that were ready
             raise
 
     def _make_cgroups(self) -> None:

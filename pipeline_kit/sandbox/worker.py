@@ -31,12 +31,23 @@ MAX_FDS = 8
 _ended: list[int] = []  # supervisors reaped, whose cgroups the main loop takes back
 
 
-def _reap(_signum=None, _frame=None) -> None:
+def _reaped() -> list[int]:
+    """The children that have ended, reaped."""
+    pids = []
     try:
         while (pid := os.waitpid(-1, os.WNOHANG)[0]) > 0:
-            _ended.append(pid)
+            pids.append(pid)
     except ChildProcessError:
         pass
+    return pids
+
+
+def _reap(_signum=None, _frame=None) -> None:
+    _ended.extend(_reaped())
+
+
+def _reap_quietly(_signum=None, _frame=None) -> None:
+    _reaped()
 
 
 def _refuse(fds: list[int], why: str) -> None:
@@ -81,7 +92,6 @@ def serve(
     layers: isolation.Layers,
     readonly_paths: list[str],
     cgroups: list[str] | None = None,
-    preloaded: list[str] | None = None,
 ) -> None:
     isolation.die_with_parent()
     worker_root.enter_worker_namespaces(layers, readonly_paths)
@@ -89,8 +99,7 @@ def serve(
     worker_root.leave_host_root(layers)
     ipc_refused = layers.user_ns and isolation.refuse_ipc()  # root of its user namespace may install a filter
     signal.signal(signal.SIGCHLD, _reap)
-    hello = {"ready": os.getpid(), "layers": layers.describe(), "preloaded": preloaded or []}
-    control.send(json.dumps(hello).encode())
+    control.send(json.dumps({"ready": os.getpid(), "layers": layers.describe()}).encode())
     while True:
         data, fds, _, _ = socket.recv_fds(control, 1 << 16, MAX_FDS)
         if not data:
@@ -222,14 +231,6 @@ def execution_child(
     return 0
 
 
-def _reap_quietly(_signum=None, _frame=None) -> None:
-    try:
-        while os.waitpid(-1, os.WNOHANG)[0] > 0:
-            pass
-    except ChildProcessError:
-        pass
-
-
 def zygote(control: socket.socket, config: dict) -> None:
     """The workers' parent. It imports --preload once (as the server's user, on the host's root: the workers'
     namespaces may no longer reach the Python install), then forks a worker for each control socket the server
@@ -255,16 +256,16 @@ def zygote(control: socket.socket, config: dict) -> None:
             # not the zygote's reaper: it would take the exit status of the helper that writes the worker's uid map
             signal.signal(signal.SIGCHLD, signal.SIG_DFL)
             control.close()
-            _worker(socket.socket(fileno=fds[0]), layers, config, preloaded)
+            _worker(socket.socket(fileno=fds[0]), layers, config)
         os.close(fds[0])
         control.send(json.dumps({"worker": pid}).encode())
 
 
-def _worker(control: socket.socket, layers: isolation.Layers, config: dict, preloaded: list[str]) -> None:
+def _worker(control: socket.socket, layers: isolation.Layers, config: dict) -> None:
     """A forked worker's life: it never returns into the zygote's loop."""
     code = 1
     try:
-        serve(control, layers, config["readonly_paths"], config["cgroups"], preloaded)
+        serve(control, layers, config["readonly_paths"], config["cgroups"])
         code = 0
     except (isolation.IsolationError, OSError) as e:
         control.send(json.dumps({"error": str(e)}).encode())
