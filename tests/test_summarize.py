@@ -17,15 +17,15 @@ import pytest
 
 from pipeline_kit.cli.main import main
 from pipeline_kit.data_fingerprint import Fingerprint
-from pipeline_kit.evaluation.metrics import Run, pass_at_k, sampled_metrics
+from pipeline_kit.evaluation.metrics import NON_MODE_KEYS, Run, pass_at_k, sampled_metrics
 
 DATA = Path(__file__).parent / "data" / "summarize_results"
 KIT = Path(sys.executable).parent / "kit"
 pct = 100.0
 
 # ---------------------------------------------------------------------------------------------------------------------
-# The folder, by hand. algebra: output.jsonl (greedy) and seeds 0-3, problems p1..p5 (plus an unmerged chunk file and
-# .done markers, which are not outputs). (answer, symbolic_correct) per seed, "-" = no predicted answer:
+# The folder, by hand. algebra: output.jsonl (greedy) and seeds 0-3, problems p1..p5 (plus .done markers and an
+# unmerged chunk file of seed 4, which are not outputs: seed 4 is named as unfinished). (answer, symbolic_correct) per seed, "-" = no predicted answer:
 #        rs0      rs1      rs2            rs3
 #   p1   2  ok    2  ok    3  x           2  ok       c=3  unanswered a=0
 #   p2   4  x     5  ok    4  x           5  ok       c=2  a=0
@@ -174,7 +174,11 @@ def test_golden_summarize(tmp_path: Path):
         *(f"pass@{k}" for k in ks4),
         "majority[equivalent]@4",
         "data",
+        "unfinished",
     ]
+    assert metrics["algebra"]["unfinished"] == ["output-rs4.jsonl"]
+    assert "unfinished: seed 4 (chunk or in-progress files, no merged output), left out of this table" in out.stdout
+    assert "unfinished" not in metrics["geometry"]
     assert set(metrics["geometry"]) == {
         *(f"pass@1[avg-of-{k}]" for k in ks3),
         *(f"majority@{k}" for k in ks3),
@@ -235,7 +239,7 @@ def test_no_answer_never_exceeds_100(tmp_path: Path):
     golden = copy_results(tmp_path)
     assert main(["summarize", str(golden)]) == 0
     for bench_metrics in json.loads((golden / "metrics.json").read_text()).values():
-        modes = {key: values for key, values in bench_metrics.items() if key not in ("data", "judge")}  # not modes
+        modes = {key: values for key, values in bench_metrics.items() if key not in NON_MODE_KEYS}
         assert all(0 <= values["no_answer"] <= 100 for values in modes.values())
 
 
@@ -319,12 +323,47 @@ def test_bad_records(tmp_path: Path, capsys, content: str, expected: list[str]):
 
 def test_no_outputs_names_the_layouts(tmp_path: Path, capsys):
     (tmp_path / "empty" / "bench").mkdir(parents=True)
-    (tmp_path / "empty" / "bench" / "output-rs0_chunk_1.jsonl").write_text("{}\n")
+    (tmp_path / "empty" / "bench" / "notes.jsonl").write_text("{}\n")
     assert main(["summarize", str(tmp_path / "empty")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "eval-results/<benchmark>/output*.jsonl" in err
+    (tmp_path / "empty" / "bench" / "output-rs0_chunk_1.jsonl").write_text("{}\n")  # a run not finished yet
+    assert main(["summarize", str(tmp_path / "empty")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "nothing under" in err and "is finished yet (bench: seed 0; each has" in err
+    assert not (tmp_path / "empty" / "metrics.json").exists()
     assert main(["summarize", str(tmp_path / "missing")]) == 2
     assert "is not a folder" in capsys.readouterr().err
+
+
+def test_unfinished_outputs_are_named_under_the_table_and_in_the_metrics(tmp_path: Path, capsys):
+    """A run stopped before every output was merged (killed, a failed unit): its table covers the finished seeds
+    only, and says so, instead of passing for a run of fewer seeds."""
+    results = tmp_path / "run" / "eval-results"
+    shutil.copytree(DATA / "eval-results" / "algebra", results / "algebra")
+    algebra = results / "algebra"
+    (algebra / "output-rs4_chunk_0.jsonl").unlink()
+    for name in ("output-rs2.jsonl", "output-rs3.jsonl", "output.jsonl"):
+        (algebra / name).unlink()
+    (algebra / "output-rs2_chunk_1.jsonl.in-progress").write_text("")  # a chunk under way
+    (algebra / "output-rs2_chunk_0.jsonl").write_text("{}\n")  # a chunk done, its sibling not yet
+    (algebra / "output-rs3.jsonl.in-progress").write_text("")  # an unchunked output under way
+    (algebra / "output_chunk_0.jsonl.in-progress").write_text("")  # the greedy output's chunk
+    (algebra / "output-rs0.jsonl.in-progress").write_text("")  # a rerun of a finished output: it is still there
+    (results / "late").mkdir()
+    (results / "late" / "output-rs0_chunk_0.jsonl.in-progress").write_text("")  # nothing finished at all
+    assert main(["summarize", str(results.parent)]) == 0
+    out, err = capsys.readouterr()
+    assert "unfinished: the greedy output and seeds 2-3 (chunk or in-progress files, no merged output)" in out
+    assert "pass@1[avg-of-2]" in out and "greedy" not in out.split("graded by")[0]
+    assert err.splitlines()[0] == (
+        "kit: warning: late: nothing finished yet (seed 0: chunk or in-progress files, no merged output), so it has "
+        "no table; run the same command again to finish it."
+    )
+    metrics = json.loads((results.parent / "metrics.json").read_text())
+    assert list(metrics) == ["algebra"]
+    assert metrics["algebra"]["unfinished"] == ["output.jsonl", "output-rs2.jsonl", "output-rs3.jsonl"]
+    check(metrics["algebra"]["pass@1[avg-of-2]"], ALGEBRA["pass@1[avg-of-2]"])
 
 
 def test_audit_counts(tmp_path: Path, capsys):

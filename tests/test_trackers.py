@@ -49,7 +49,7 @@ def expected_scalars(metrics: dict) -> dict[str, float]:
     out = {}
     for bench, entries in metrics.items():
         for mode, values in entries.items():
-            if mode in ("data", "judge", "reasoning"):  # metrics.NON_MODE_KEYS, written out here too
+            if mode in ("data", "judge", "reasoning", "unfinished"):  # metrics.NON_MODE_KEYS, written out here too
                 continue
             out.update({f"{bench}/{mode}/{col}": v for col, v in values.items() if type(v) in (int, float)})
     return out

@@ -30,8 +30,8 @@ from collections.abc import Hashable
 from dataclasses import dataclass, field
 
 # the entries of a benchmark in metrics.json that are no evaluation mode: the rows it ran on (summarize.data_of), the
-# judge's tally (judge.judge_tally) and the thinking statistics (reasoning_stats)
-NON_MODE_KEYS = ("data", "judge", "reasoning")
+# judge's tally (judge.judge_tally), the thinking statistics (reasoning_stats) and the outputs not finished yet
+NON_MODE_KEYS = ("data", "judge", "reasoning", "unfinished")
 
 
 @dataclass

@@ -6,12 +6,14 @@ majority@k against k.
 Layouts (the first that matches wins): RESULTS_DIR/eval-results/<benchmark>/output*.jsonl, RESULTS_DIR/output*.jsonl
 (the benchmark is then named after RESULTS_DIR), RESULTS_DIR/<benchmark>/output*.jsonl. Only `output.jsonl`
 (greedy) and `output-rs{seed}.jsonl` (sampled) are read; chunk files (`*_chunk_*.jsonl`), `.done` markers and
-in-progress files are not outputs. The metrics themselves are defined in metrics.py."""
+in-progress files are not outputs, but an output that has them and is not merged yet is named as unfinished under its
+benchmark's table (and in metrics.json). The metrics themselves are defined in metrics.py."""
 
 from __future__ import annotations
 
 import json
 import os
+import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -34,7 +36,7 @@ from pipeline_kit.evaluation.output_files import (
 from pipeline_kit.evaluation.reasoning_stats import ReasoningTally
 from pipeline_kit.evaluation.selection_modes import decided_by_note, genselect_metrics, selection_metrics
 from pipeline_kit.evaluation.trackers import sample_table
-from pipeline_kit.grading.output_names import OUTPUT_NAME
+from pipeline_kit.grading.output_names import OUTPUT_NAME, UNFINISHED_NAME
 
 METRICS_FILE = "metrics.json"
 REGRADED_METRICS_FILE = "metrics-regraded.json"  # --regrade's, beside the labels' metrics.json, never over it
@@ -51,10 +53,34 @@ class BenchmarkOutputs:
     folder: Path
     greedy: Path | None = None
     seeds: list[tuple[int, Path]] = field(default_factory=list)  # (seed, file), by seed
+    # outputs with chunk or in-progress files but no merged file yet (None: the greedy one), by seed
+    unfinished: list[int | None] = field(default_factory=list)
 
     @property
     def files(self) -> list[Path]:
         return ([self.greedy] if self.greedy else []) + [p for _, p in self.seeds]
+
+    def unfinished_outputs(self) -> str:
+        """Its unfinished outputs in words: 'the greedy output and seeds 8-15'."""
+        seeds = [s for s in self.unfinished if s is not None]
+        parts = ["the greedy output"] if None in self.unfinished else []
+        parts += [f"seed{'s' if len(seeds) > 1 else ''} {_ranges(seeds)}"] if seeds else []
+        return " and ".join(parts)
+
+
+def _output_name(seed: int | None) -> str:
+    return "output.jsonl" if seed is None else f"output-rs{seed}.jsonl"
+
+
+def _ranges(numbers: list[int]) -> str:
+    """[3, 5, 6, 7] -> '3, 5-7'."""
+    runs: list[list[int]] = []
+    for n in sorted(numbers):
+        if runs and n == runs[-1][1] + 1:
+            runs[-1][1] = n
+        else:
+            runs.append([n, n])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
 
 
 # ---------------------------------------------------------------------------------------------------- finding files
@@ -62,7 +88,10 @@ class BenchmarkOutputs:
 
 def _outputs_in(folder: Path, name: str) -> BenchmarkOutputs | None:
     bench = BenchmarkOutputs(name, folder)
+    started: set[int | None] = set()
     for entry in os.scandir(folder):
+        if (partial := UNFINISHED_NAME.fullmatch(entry.name)) is not None:
+            started.add(None if partial.group(1) is None else int(partial.group(1)))
         match = OUTPUT_NAME.fullmatch(entry.name)
         if match and entry.is_file():
             if match.group(1) is None:
@@ -70,7 +99,9 @@ def _outputs_in(folder: Path, name: str) -> BenchmarkOutputs | None:
             else:
                 bench.seeds.append((int(match.group(1)), Path(entry.path)))
     bench.seeds.sort()
-    return bench if bench.greedy or bench.seeds else None
+    finished = {seed for seed, _ in bench.seeds} | ({None} if bench.greedy else set())
+    bench.unfinished = sorted(started - finished, key=lambda seed: -1 if seed is None else seed)
+    return bench if bench.greedy or bench.seeds or bench.unfinished else None
 
 
 def find_benchmark_outputs(results_dir: Path) -> list[BenchmarkOutputs]:
@@ -86,6 +117,13 @@ def find_benchmark_outputs(results_dir: Path) -> list[BenchmarkOutputs]:
         b for entry in sorted(os.scandir(root), key=lambda e: e.name) if entry.is_dir()
         if (b := _outputs_in(Path(entry.path), entry.name))
     ]  # fmt: skip
+    if benches and not any(b.files for b in benches):
+        raise UserError(
+            f"nothing under {results_dir} is finished yet ("
+            + "; ".join(f"{b.name}: {b.unfinished_outputs()}" for b in benches)
+            + "; each has chunk or in-progress files but no merged output); wait for the run to end, or run the same "
+            "command again to finish it."
+        )
     if not benches:
         raise UserError(
             f"no output.jsonl or output-rs<seed>.jsonl found under {results_dir}; expected "
@@ -338,6 +376,13 @@ def summarize_benchmarks(
     read = read_all([p for b in benches for p in b.files], regrade, extract)
     out = []
     for bench in benches:
+        if not bench.files:  # nothing finished: no table (another benchmark has one, see find_benchmark_outputs)
+            print(
+                f"kit: warning: {bench.name}: nothing finished yet ({bench.unfinished_outputs()}: chunk or in-progress "
+                "files, no merged output), so it has no table; run the same command again to finish it.",
+                file=sys.stderr,
+            )
+            continue
         files = [read[p] for p in bench.files]
         metrics, columns, matched_by = compute(bench, files)
         mode = extraction_of(files)
@@ -345,6 +390,12 @@ def summarize_benchmarks(
         data_note, metrics["data"] = data_of(bench.name, files, pins(bench.name) if pins else None)
         notes.append(data_note)
         notes += [f"seeds matched by: {matched_by}"] if matched_by else []
+        if bench.unfinished:
+            notes.append(
+                f"unfinished: {bench.unfinished_outputs()} (chunk or in-progress files, no merged output), left out "
+                "of this table; run the same command again to finish them"
+            )
+            metrics["unfinished"] = [_output_name(seed) for seed in bench.unfinished]
         tally = judge_tally(files)
         if tally is not None:
             metrics["judge"] = tally

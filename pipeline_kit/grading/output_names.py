@@ -1,5 +1,6 @@
 """The names of a generation's output files, which every reader of them takes from here: output.jsonl (greedy) and
-output-rs{seed}.jsonl (sampled), merged from their chunk files (`*_chunk_{k}.jsonl`) when every chunk is done."""
+output-rs{seed}.jsonl (sampled), merged from their chunk files (`*_chunk_{k}.jsonl`) when every chunk is done, and the
+files of an output not finished yet."""
 
 from __future__ import annotations
 
@@ -8,6 +9,9 @@ from pathlib import Path
 
 OUTPUT_GLOB = "output*.jsonl"  # every output file, chunk files included
 OUTPUT_NAME = re.compile(r"output(?:-rs(\d+))?\.jsonl")  # a merged output; group 1: the seed of a sampled one
+# what a generation leaves before its merged output exists: a chunk's file and the in-progress files of a chunk or of
+# an unchunked output (group 1: the seed, as in OUTPUT_NAME); merging removes the chunks, finishing the in-progress file
+UNFINISHED_NAME = re.compile(r"output(?:-rs(\d+))?(?:_chunk_\d+\.jsonl(?:\.in-progress)?|\.jsonl\.in-progress)")
 
 
 def merged_outputs(folder: str | Path) -> list[Path]:
