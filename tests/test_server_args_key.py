@@ -45,6 +45,13 @@ def test_keyed_fields_leave_out_what_cannot_change_a_sample():
     same = "--dtype=half --lora-modules=a --lora-modules=b"
     assert done_key.server_arg_fields(same) == done_key.server_arg_fields(given)
     assert done_key.server_arg_fields("--gpu-memory-utilization=0.9") == {}
+    # batching and scheduling: what one changes to bring a crashed server back (vLLM CPU's seeded chunked prefill)
+    scheduling = "--no-enable-chunked-prefill --max_num_seqs 8 --max-num-batched-tokens=4096 --enforce-eager -dp 2"
+    assert done_key.server_arg_fields(scheduling + " --chunked-prefill-size 512 --disable-cuda-graph") == {}
+    # a key recorded while such a flag was still keyed matches the key without it
+    old = {"server.model": "m", "server_args --enforce-eager": True, "server_args --dtype": "half"}
+    assert done_key.changed_fields(old, {"server.model": "m", "server_args --dtype": "half"}) == []
+    assert done_key.changed_fields(old, {"server.model": "m"}) == ['server_args --dtype: "half" → null']
     # what the client is passed: the keyed flags, normalised, reading back as the same fields
     passed = done_key.keyed_server_args(given + " -q awq stray --note 'a b'")
     assert passed == "--dtype=half --lora-modules=a --lora-modules=b -q awq stray '--note=a b'"

@@ -25,26 +25,54 @@ if TYPE_CHECKING:
     from pipeline_kit.inference.tasks import GenerationTask
 
 
-# --server_args flags that cannot change a sample: parallelism, the GPU memory fraction, where the server listens,
-# logging (vLLM's and SGLang's spellings; `_` reads as `-`). Every other flag is part of the .done key. Documented in
-# docs/generation/index.md (`.done` keys): keep the two together.
+# --server_args flags that cannot change a sample: parallelism, batching and scheduling, memory, where the server
+# listens, logging (vLLM's and SGLang's spellings; `_` reads as `-`). Like tensor parallelism, batching may move a
+# float's last bits on a GPU, not which model or sampling settings answer; so a server that crashed can come back
+# with, e.g., chunked prefill off without redoing the finished outputs. Every other flag is part of the .done key.
+# Documented in docs/generation/index.md (`.done` keys): keep the two together.
 UNKEYED_SERVER_ARGS = frozenset(
     {
+        # parallelism
         "--tensor-parallel-size",
         "-tp",
         "--pipeline-parallel-size",
         "-pp",
+        "--data-parallel-size",
+        "-dp",
+        "--distributed-executor-backend",
+        "--disable-custom-all-reduce",
+        "--tp-size",
+        "--tp",
+        "--pp-size",
+        "--dp-size",
+        "--dp",
+        # batching, scheduling and memory
         "--gpu-memory-utilization",
+        "--max-num-seqs",
+        "--max-num-batched-tokens",
+        "--enable-chunked-prefill",
+        "--no-enable-chunked-prefill",
+        "--max-num-partial-prefills",
+        "--enable-prefix-caching",
+        "--no-enable-prefix-caching",
+        "--enforce-eager",
+        "--swap-space",
+        "--async-scheduling",
+        "--mem-fraction-static",
+        "--max-running-requests",
+        "--chunked-prefill-size",
+        "--max-prefill-tokens",
+        "--disable-radix-cache",
+        "--disable-cuda-graph",
+        "--cuda-graph-max-bs",
+        "--schedule-policy",
+        # where it listens, logging
         "--port",
         "--host",
         "--disable-log-requests",
         "--enable-log-requests",
         "--disable-log-stats",
         "--uvicorn-log-level",
-        "--tp-size",
-        "--tp",
-        "--pp-size",
-        "--mem-fraction-static",
         "--log-level",
         "--log-requests",
     }
@@ -204,6 +232,8 @@ def changed_fields(recorded: dict[str, object], current: dict[str, object]) -> l
         return text if len(text) <= 40 else text[:37] + "..."
 
     current = json.loads(json.dumps(current, default=str))  # compare as stored
+    # a flag keyed when the output was made but unkeyed since (--enforce-eager before 2026-11-29) changes nothing
+    recorded = {n: v for n, v in recorded.items() if n.removeprefix("server_args ") not in UNKEYED_SERVER_ARGS}
     names = sorted(set(recorded) | set(current))
     return [
         f"{n}: {show(recorded.get(n))} → {show(current.get(n))}" for n in names if recorded.get(n) != current.get(n)
