@@ -142,6 +142,10 @@ def test_array_units_and_failed_unit_in_status(kit, configs):
     assert states(kit, cluster, "arr") == {"arr": "FAILED", "arr[1]": "FAILED"}
     logs = kit("logs", *cluster, "arr").stdout
     assert all(f"unit={u}" in logs for u in range(3))
+    # the units share the job's kit.log: each of kit's lines there names the unit it is about
+    note = next((configs.job_dir / "logs" / "arr").glob("*/arr/kit.log")).read_text()
+    assert note.startswith("[unit 1] kit: command ") and "failed with exit code 1" in note, note
+    assert all(line.startswith("[unit 1] ") for line in note.splitlines()), note
 
 
 def test_run_after_across_invocations_honours_afterok(kit, configs):

@@ -111,8 +111,9 @@ kit_logs_written() {  # PID...: let the log writers of these commands write thei
     sleep 0.1
   done
 }
-kit_note() {  # a line from kit itself, on stderr and in the job's kit.log (which `kit logs` shows)
-  { mkdir -p "$KIT_LOG_DIR/$KIT_JOB" && echo "$1" | tee -a "$KIT_LOG_DIR/$KIT_JOB/kit.log"; } >&2
+kit_note() {  # a line from kit itself, on stderr and in the job's kit.log (which `kit logs` shows); an array's units
+  # share that log, so each of their lines starts with "[unit N] " (KIT_UNIT_NOTE)
+  { mkdir -p "$KIT_LOG_DIR/$KIT_JOB" && echo "$1" | sed "s/^/${KIT_UNIT_NOTE:-}/" | tee -a "$KIT_LOG_DIR/$KIT_JOB/kit.log"; } >&2
 }
 kit_record() {  # on none/local, the job's outcome for `kit status`: an exit code or CANCELLED
   [ -z "${KIT_RC_FILE:-}" ] || { echo "$1" > "$KIT_RC_FILE.tmp" && mv -f "$KIT_RC_FILE.tmp" "$KIT_RC_FILE"; }
@@ -256,6 +257,7 @@ def _unit_runner(job: Job, starts: list[str], guard: list[str] = ()) -> list[str
         "kit_unit() {",
         f"  export {JOB_START_VAR}=$(date +%s.%N)",  # the unit's start: its server's start-up is measured from it
         f'  export KIT_LOG_PREFIX="{prefix}"',
+        *(['  export KIT_UNIT_NOTE="[unit $KIT_UNIT] "'] if job.array_size else []),
         f'  mkdir -p "$KIT_LOG_DIR/{job.name}"',
     ]
     if guard:
