@@ -145,6 +145,23 @@ def test_eval_bad_input_is_one_line(kit, configs, tmp_path, flags, needle):
     assert res.returncode == 2 and res.stderr.count("\n") == 1 and needle in res.stderr, res.stderr
 
 
+@pytest.mark.parametrize("packing", ["--num_jobs=1", "--num_jobs=auto"])
+def test_a_benchmark_not_prepared_says_how_to_prepare_it_on_slurm_too(kit, configs, tmp_path, packing):
+    """On Slurm kit checks the inputs it can see at submission (a login node's): a missing data file of a benchmark
+    names `kit prepare_data`, as on none, not only "fix the path"."""
+    d = configs("slurm", "executor: slurm\njob_dir: JOB_DIR\naccount: root\npartition: debug\n")
+    res = kit(
+        "eval", "--cluster=slurm", f"--config_dir={d}", "--server_type=openai", "--server_address=http://127.0.0.1:9/v1",
+        "--model=m", f"--output_dir={tmp_path / 'out'}", f"--data_dir={tmp_path / 'nodata'}", "--benchmarks=math500:2",
+        packing,
+    )  # fmt: skip
+    assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
+    want = (
+        f"it is the data of benchmark 'math500': run `kit prepare_data math500 --data_dir={tmp_path / 'nodata'}` first."
+    )
+    assert res.stderr.rstrip().endswith(want), res.stderr
+
+
 def test_judge_stage_writes_verdicts_beside_the_results_and_resumes(kit, configs, stub, benchmarks, tmp_path):
     """An LLM judge (the stub, which says Yes when the predicted answer is the expected string) as a dependent
     stage: summarize gets judge_correct from its output; a second run redoes nothing."""

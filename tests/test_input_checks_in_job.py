@@ -11,6 +11,9 @@ import sys
 import pytest
 from conftest import SERVICES, client_python, need, run_committed
 
+from pipeline_kit.pipeline import Command, CommandGroup, Job
+from pipeline_kit.pipeline.render import PRELUDE, _input_checks
+
 REFUSING_CHECK = """
 import json, sys
 from pipeline_kit.cluster import load_cluster_config
@@ -162,3 +165,15 @@ def test_the_training_jobs_check_command_says_what_the_trainer_would(tmp_path):
     data.write_text('{"problem": "1+1"}\n')
     res = precheck()
     assert res.returncode == 2 and "sft.jsonl:1: the record has no 'generation' string" in res.stderr, res.stderr
+
+
+def test_a_missing_input_that_kit_knows_how_to_make_says_so_where_the_job_starts(tmp_path):
+    """Where kit could not look at submission (over SSH), the job's own check of a benchmark's data file names the
+    command that makes it (Job.input_hints), as the submission-time check does."""
+    data = str(tmp_path / "math500" / "test.jsonl")
+    job = Job("ev", [CommandGroup([Command("true")])], inputs=[data], input_hints={data: "run `kit prepare_data x`"})
+    script = "\n".join([PRELUDE, f'export KIT_LOG_DIR="{tmp_path / "logs"}" KIT_JOB=ev', *_input_checks(job, {})])
+    proc = subprocess.run(["bash", "-c", script], capture_output=True, text=True)
+    assert proc.returncode == 2, proc.stderr
+    want = f"kit: job 'ev' cannot start: its input {data} does not exist; run `kit prepare_data x`\n"
+    assert (tmp_path / "logs" / "ev" / "kit.log").read_text() == want

@@ -191,6 +191,14 @@ def eval_jobs(cluster: ClusterConfig, spec: EvalSpec, options: JobOptions) -> li
         ]
     else:
         generation = _packed_jobs(cluster, specs, plans, num_jobs, options)
+    # a benchmark's missing data file (seen at submission where kit can see it, else where the job starts) says how
+    # to make it, as on none (_generate_specs)
+    hints = {
+        p.input_file: f"it is the data of benchmark '{r.name}': {_prepare_hint(spec, r.name)}"
+        for r, p in zip(spec.benchmarks, plans, strict=True)
+    }
+    for job in generation:
+        job.input_hints.update({path: hints[path] for path in job.inputs if path in hints})
     judging = _judge_jobs(cluster, spec, specs, num_jobs, replace(options, after=generation)) if spec.judge else []
     picking = _genselect_jobs(cluster, specs, plans, options, generation) if spec.genselect else []
     # the summary reads the picks where there are any: a GenSelect skipped after a failed generation leaves none
@@ -210,11 +218,13 @@ def _generate_specs(cluster: ClusterConfig, spec: EvalSpec) -> list[GenerateSpec
         if os.path.exists(gen.input_file):
             check_prepared(r.name, Path(gen.input_file))
         elif cluster.executor == "none":  # the data paths are this machine's: say how to make a missing one
-            where = f" --data_dir={spec.data_dir}" if spec.data_dir else ""
-            raise UserError(
-                f"benchmark '{r.name}' has no data at {gen.input_file}; run `kit prepare_data {r.name}{where}` first."
-            )
+            raise UserError(f"benchmark '{r.name}' has no data at {gen.input_file}; {_prepare_hint(spec, r.name)}.")
     return specs
+
+
+def _prepare_hint(spec: EvalSpec, name: str) -> str:
+    where = f" --data_dir={spec.data_dir}" if spec.data_dir else ""
+    return f"run `kit prepare_data {name}{where}` first"
 
 
 def eval_packing(cluster: ClusterConfig, spec: EvalSpec, options: JobOptions):

@@ -140,9 +140,10 @@ def input_writers(
             here = visible_path(pipeline, job, path) if not (dry_run and pipeline.cluster.executor == "slurm") else None
             if here is not None and not os.path.exists(here):
                 seen = "" if here == path else f" (here {here}, through the job's container mounts)"
+                fix = job.input_hints.get(path, "fix the path or add the job that makes it")
                 raise UserError(
                     f"job '{job.name}': input {path}{seen} does not exist, and no job of this pipeline or of "
-                    "--run_after writes it; fix the path or add the job that makes it."
+                    f"--run_after writes it; {fix}."
                 )
         out[job.name] = mine
     return out

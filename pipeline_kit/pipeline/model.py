@@ -157,6 +157,7 @@ class Job:
     `array_size`: run the job as N independent units; each sees its index in `$KIT_UNIT`.
     `inputs`: paths the job reads; `outputs`: files or folders it writes. An input that a job of the same pipeline
     or of a `run_after` experiment writes is checked when the job starts; any other is checked at submission.
+    `input_hints`: for an input kit knows how to make, what to run (said instead of "fix the path" when it is missing).
     `skip_when_parents_failed`: an afterany job (a summary of whatever finished) that does not run when every job
     it waits for failed; it ends CANCELLED, saying "skipped: <parent> failed".
     `checks`: shell commands run where the job starts, before any of its commands (a server, a trainer): one that
@@ -172,6 +173,7 @@ class Job:
     dependency_type: str | None = None
     inputs: list[str] = field(default_factory=list)
     outputs: list[str] = field(default_factory=list)
+    input_hints: dict[str, str] = field(default_factory=dict)
     skip_when_parents_failed: bool = False
     checks: list[str] = field(default_factory=list)
 

@@ -283,7 +283,8 @@ def _input_checks(job: Job, writers: dict[str, str]) -> list[str]:
     lines = []
     for path in job.inputs:
         made_by = f" ({writers[path]} should have written it: see its log)" if path in writers else ""
-        message = f"kit: job '{job.name}' cannot start: its input {path} does not exist{made_by}"
+        hint = f"; {job.input_hints[path]}" if path in job.input_hints and not made_by else ""
+        message = f"kit: job '{job.name}' cannot start: its input {path} does not exist{made_by}{hint}"
         lines.append(f"[ -e {shlex.quote(path)} ] || {{ kit_note {shlex.quote(message)}; kit_record 2; exit 2; }}")
     return lines
 
