@@ -347,7 +347,7 @@ def test_unfinished_outputs_are_named_under_the_table_and_in_the_metrics(tmp_pat
         (algebra / name).unlink()
     (algebra / "output-rs2_chunk_1.jsonl.in-progress").write_text("")  # a chunk under way
     (algebra / "output-rs2_chunk_0.jsonl").write_text("{}\n")  # a chunk done, its sibling not yet
-    (algebra / "output-rs3.jsonl.in-progress").write_text("")  # an unchunked output under way
+    (algebra / "output-rs3.jsonl-async").write_text("")  # an unchunked output under way (NeMo-Skills' name)
     (algebra / "output_chunk_0.jsonl.in-progress").write_text("")  # the greedy output's chunk
     (algebra / "output-rs0.jsonl.in-progress").write_text("")  # a rerun of a finished output: it is still there
     (results / "late").mkdir()

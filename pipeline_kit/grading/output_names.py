@@ -10,8 +10,11 @@ from pathlib import Path
 OUTPUT_GLOB = "output*.jsonl"  # every output file, chunk files included
 OUTPUT_NAME = re.compile(r"output(?:-rs(\d+))?\.jsonl")  # a merged output; group 1: the seed of a sampled one
 # what a generation leaves before its merged output exists: a chunk's file and the in-progress files of a chunk or of
-# an unchunked output (group 1: the seed, as in OUTPUT_NAME); merging removes the chunks, finishing the in-progress file
-UNFINISHED_NAME = re.compile(r"output(?:-rs(\d+))?(?:_chunk_\d+\.jsonl(?:\.in-progress)?|\.jsonl\.in-progress)")
+# an unchunked output, kit's `.in-progress` or NeMo-Skills' `-async` (group 1: the seed, as in OUTPUT_NAME); merging
+# removes the chunks, finishing removes the in-progress file
+UNFINISHED_NAME = re.compile(
+    r"output(?:-rs(\d+))?(?:_chunk_\d+\.jsonl(?:\.in-progress|-async)?|\.jsonl(?:\.in-progress|-async))"
+)
 
 
 def merged_outputs(folder: str | Path) -> list[Path]:
