@@ -7,6 +7,7 @@ moved aside keeps its lock. Locks of one process are shared: the stages of one r
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import json
 import os
@@ -59,6 +60,7 @@ class _Held:
     token: str
     count: int = 1
     kept: bool = False
+    made: list[Path] = field(default_factory=list)  # the folders made for the lock file, innermost first
 
 
 _held: dict[Path, _Held] = {}
@@ -194,6 +196,9 @@ class RunLocks:
             del _held[path]
             if not held.kept and (_read(path) or {}).get("token") == held.token:
                 path.unlink(missing_ok=True)
+                for folder in held.made:  # a refused submission leaves no empty folder behind
+                    with contextlib.suppress(OSError):  # not empty: the run wrote there
+                        folder.rmdir()
         self.paths = []
 
 
@@ -220,6 +225,7 @@ def acquire(
                 RunLocks([path]).update(run_id=run_id)
                 continue
             token = uuid.uuid4().hex
+            made = [folder for folder in [path.parent, *path.parent.parents] if not folder.exists()]
             info = {
                 "expname": expname,
                 "run_id": run_id,
@@ -255,7 +261,7 @@ def acquire(
                     note(f"kit: {output}: taking over the lock of {_describe(holder)}: {stale}")
             else:
                 raise UserError(f"{output}: could not take its lock at {path} (other runs keep taking it); retry.")
-            _held[path] = _Held(token)
+            _held[path] = _Held(token, made=made)
             locks.paths.append(path)
     except BaseException:
         locks.release()

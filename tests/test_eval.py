@@ -180,6 +180,8 @@ def test_judge_stage_writes_verdicts_beside_the_results_and_resumes(kit, configs
     for row in ("pass@1[avg-of-2]", "majority@2", "pass@2"):
         assert metrics[row]["judge_correct"] == metrics[row]["symbolic_correct"], metrics[row]
     assert "judge_correct" in res.stdout and "both_correct" in res.stdout
+    plan = json.loads((out / "eval-results" / "arith" / ".kit-plan.json").read_text())
+    assert plan == {"outputs": ["output-rs0.jsonl", "output-rs1.jsonl"]}  # written at submission
     for seed in (0, 1):
         assert (out / "eval-results" / "arith" / f"judge-rs{seed}" / "output.jsonl.done").exists()
         assert all("judge_correct" not in r for r in rows(out / "eval-results" / "arith" / f"output-rs{seed}.jsonl"))

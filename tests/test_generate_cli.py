@@ -31,11 +31,15 @@ def test_chunks_times_seeds_give_merged_files_with_done_markers(kit, none_cluste
     )
     assert res.returncode == 0, res.stdout + res.stderr
     assert sorted(p.name for p in out.iterdir()) == [
+        ".kit-plan.json",  # what the run planned, written at submission (kit summarize names what never started)
         "output-rs4.jsonl",
         "output-rs4.jsonl.done",
         "output-rs5.jsonl",
         "output-rs5.jsonl.done",
     ]
+    assert json.loads((out / ".kit-plan.json").read_text()) == {"outputs": ["output-rs4.jsonl", "output-rs5.jsonl"]}
+    dry = kit("generate", *args[:-1], f"--output_dir={tmp_path / 'dry'}", "--num_random_seeds=2", "--dry_run")
+    assert dry.returncode == 0 and not (tmp_path / "dry").exists(), dry.stderr  # a dry run writes no plan
     for seed in (4, 5):
         got = rows(out / f"output-rs{seed}.jsonl")
         assert [r["id"] for r in got] == list(range(10))

@@ -215,6 +215,15 @@ def test_a_refused_sbatch_is_one_line_and_cancels_what_was_queued(kit, slurm, us
     res = kit("run_cmd", "--cluster=plain", f"--config_dir={d}", "--num_gpus=9", "--command=true")
     assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1, res.stderr
     assert "no node offers what the job asks (main: 1 node(s), 9 GPU(s)/node); lower --num_gpus" in res.stderr
+    # a generation refused by sbatch leaves no plan (.kit-plan.json) and no output folder behind: nothing was queued
+    out = tmp_path / "gen" / "out"
+    res = kit(
+        "generate", "--cluster=plain", f"--config_dir={d}", "--partition=nope", "--server_type=openai",
+        "--server_address=http://127.0.0.1:9/v1", "--model=m", f"--input_file={problems(tmp_path, 2)}",
+        f"--output_dir={out}",
+    )  # fmt: skip
+    assert res.returncode == 2 and "sbatch refused job generate" in res.stderr, res.stderr
+    assert not (tmp_path / "gen").exists()
     proc = run_committed(user_repo, tmp_path, "refused.py", REFUSED, str(d), env=SERVICES)
     assert "sbatch refused job second" in proc.stderr and "the 1 job(s) it had queued were cancelled" in proc.stderr
     env = {**os.environ, **SERVICES}

@@ -330,7 +330,7 @@ def test_no_outputs_names_the_layouts(tmp_path: Path, capsys):
     (tmp_path / "empty" / "bench" / "output-rs0_chunk_1.jsonl").write_text("{}\n")  # a run not finished yet
     assert main(["summarize", str(tmp_path / "empty")]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "nothing under" in err and "is finished yet (bench: seed 0; each has" in err
+    assert err.count("\n") == 1 and "is finished yet: bench: seed 0 (chunk or in-progress files, no merged" in err
     assert not (tmp_path / "empty" / "metrics.json").exists()
     assert main(["summarize", str(tmp_path / "missing")]) == 2
     assert "is not a folder" in capsys.readouterr().err
@@ -350,19 +350,25 @@ def test_unfinished_outputs_are_named_under_the_table_and_in_the_metrics(tmp_pat
     (algebra / "output-rs3.jsonl-async").write_text("")  # an unchunked output under way (NeMo-Skills' name)
     (algebra / "output_chunk_0.jsonl.in-progress").write_text("")  # the greedy output's chunk
     (algebra / "output-rs0.jsonl.in-progress").write_text("")  # a rerun of a finished output: it is still there
+    # what the last run planned (kit writes it at submission): seeds 4 and 5 have not started, so they have no file
+    plan = ["output.jsonl", *(f"output-rs{seed}.jsonl" for seed in range(6)), "notes.txt"]
+    (algebra / ".kit-plan.json").write_text(json.dumps({"outputs": plan}))
     (results / "late").mkdir()
     (results / "late" / "output-rs0_chunk_0.jsonl.in-progress").write_text("")  # nothing finished at all
+    (results / "late" / ".kit-plan.json").write_text("{not json")  # a plan that cannot be read is no plan
     assert main(["summarize", str(results.parent)]) == 0
     out, err = capsys.readouterr()
-    assert "unfinished: the greedy output and seeds 2-3 (chunk or in-progress files, no merged output)" in out
+    want = "unfinished: the greedy output and seeds 2-3 (chunk or in-progress files, no merged output) and seeds 4-5"
+    assert want + " (planned by the last run, not started), left out of this table" in out
     assert "pass@1[avg-of-2]" in out and "greedy" not in out.split("graded by")[0]
     assert err.splitlines()[0] == (
-        "kit: warning: late: nothing finished yet (seed 0: chunk or in-progress files, no merged output), so it has "
-        "no table; run the same command again to finish it."
+        "kit: warning: late has no table, nothing in it is finished yet: seed 0 (chunk or in-progress files, no merged "
+        "output); run the same command again to finish it."
     )
     metrics = json.loads((results.parent / "metrics.json").read_text())
     assert list(metrics) == ["algebra"]
-    assert metrics["algebra"]["unfinished"] == ["output.jsonl", "output-rs2.jsonl", "output-rs3.jsonl"]
+    pending = ["output.jsonl", *(f"output-rs{seed}.jsonl" for seed in (2, 3, 4, 5))]
+    assert metrics["algebra"]["unfinished"] == pending
     check(metrics["algebra"]["pass@1[avg-of-2]"], ALGEBRA["pass@1[avg-of-2]"])
 
 

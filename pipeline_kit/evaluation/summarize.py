@@ -7,7 +7,8 @@ Layouts (the first that matches wins): RESULTS_DIR/eval-results/<benchmark>/outp
 (the benchmark is then named after RESULTS_DIR), RESULTS_DIR/<benchmark>/output*.jsonl. Only `output.jsonl`
 (greedy) and `output-rs{seed}.jsonl` (sampled) are read; chunk files (`*_chunk_*.jsonl`), `.done` markers and
 in-progress files are not outputs, but an output that has them and is not merged yet is named as unfinished under its
-benchmark's table (and in metrics.json). The metrics themselves are defined in metrics.py."""
+benchmark's table (and in metrics.json), and so is one that the last run into the folder planned (its PLAN_NAME file)
+and that has no file yet. The metrics themselves are defined in metrics.py."""
 
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ from pipeline_kit.evaluation.output_files import (
 from pipeline_kit.evaluation.reasoning_stats import ReasoningTally
 from pipeline_kit.evaluation.selection_modes import decided_by_note, genselect_metrics, selection_metrics
 from pipeline_kit.evaluation.trackers import sample_table
-from pipeline_kit.grading.output_names import OUTPUT_NAME, UNFINISHED_NAME
+from pipeline_kit.grading.output_names import OUTPUT_NAME, UNFINISHED_NAME, planned_outputs
 
 METRICS_FILE = "metrics.json"
 REGRADED_METRICS_FILE = "metrics-regraded.json"  # --regrade's, beside the labels' metrics.json, never over it
@@ -55,17 +56,39 @@ class BenchmarkOutputs:
     seeds: list[tuple[int, Path]] = field(default_factory=list)  # (seed, file), by seed
     # outputs with chunk or in-progress files but no merged file yet (None: the greedy one), by seed
     unfinished: list[int | None] = field(default_factory=list)
+    # outputs the last run into the folder planned (PLAN_NAME) that have no file at all yet, by seed
+    not_started: list[int | None] = field(default_factory=list)
 
     @property
     def files(self) -> list[Path]:
         return ([self.greedy] if self.greedy else []) + [p for _, p in self.seeds]
 
-    def unfinished_outputs(self) -> str:
-        """Its unfinished outputs in words: 'the greedy output and seeds 8-15'."""
-        seeds = [s for s in self.unfinished if s is not None]
-        parts = ["the greedy output"] if None in self.unfinished else []
-        parts += [f"seed{'s' if len(seeds) > 1 else ''} {_ranges(seeds)}"] if seeds else []
+    @property
+    def pending(self) -> list[int | None]:
+        """Every output not finished yet, by seed (None: the greedy one first)."""
+        return sorted(self.unfinished + self.not_started, key=_seed_order)
+
+    def pending_words(self) -> str:
+        """Its outputs not finished yet, in words: 'seed 0 (chunk or in-progress files, no merged output) and seeds
+        1-31 (planned by the last run, not started)'."""
+        parts = [f"{_outputs_words(self.unfinished)} (chunk or in-progress files, no merged output)"]
+        parts = parts if self.unfinished else []
+        parts += (
+            [f"{_outputs_words(self.not_started)} (planned by the last run, not started)"] if self.not_started else []
+        )
         return " and ".join(parts)
+
+
+def _seed_order(seed: int | None) -> int:
+    return -1 if seed is None else seed
+
+
+def _outputs_words(outputs: list[int | None]) -> str:
+    """'the greedy output and seeds 8-15'."""
+    seeds = [s for s in outputs if s is not None]
+    parts = ["the greedy output"] if None in outputs else []
+    parts += [f"seed{'s' if len(seeds) > 1 else ''} {_ranges(seeds)}"] if seeds else []
+    return " and ".join(parts)
 
 
 def _output_name(seed: int | None) -> str:
@@ -100,8 +123,12 @@ def _outputs_in(folder: Path, name: str) -> BenchmarkOutputs | None:
                 bench.seeds.append((int(match.group(1)), Path(entry.path)))
     bench.seeds.sort()
     finished = {seed for seed, _ in bench.seeds} | ({None} if bench.greedy else set())
-    bench.unfinished = sorted(started - finished, key=lambda seed: -1 if seed is None else seed)
-    return bench if bench.greedy or bench.seeds or bench.unfinished else None
+    planned = {
+        None if m.group(1) is None else int(m.group(1)) for m in map(OUTPUT_NAME.fullmatch, planned_outputs(folder))
+    }
+    bench.unfinished = sorted(started - finished, key=_seed_order)
+    bench.not_started = sorted(planned - started - finished, key=_seed_order)
+    return bench if bench.greedy or bench.seeds or bench.pending else None
 
 
 def find_benchmark_outputs(results_dir: Path) -> list[BenchmarkOutputs]:
@@ -119,10 +146,9 @@ def find_benchmark_outputs(results_dir: Path) -> list[BenchmarkOutputs]:
     ]  # fmt: skip
     if benches and not any(b.files for b in benches):
         raise UserError(
-            f"nothing under {results_dir} is finished yet ("
-            + "; ".join(f"{b.name}: {b.unfinished_outputs()}" for b in benches)
-            + "; each has chunk or in-progress files but no merged output); wait for the run to end, or run the same "
-            "command again to finish it."
+            f"nothing under {results_dir} is finished yet: "
+            + "; ".join(f"{b.name}: {b.pending_words()}" for b in benches)
+            + "; wait for the run to end, or run the same command again to finish it."
         )
     if not benches:
         raise UserError(
@@ -378,8 +404,8 @@ def summarize_benchmarks(
     for bench in benches:
         if not bench.files:  # nothing finished: no table (another benchmark has one, see find_benchmark_outputs)
             print(
-                f"kit: warning: {bench.name}: nothing finished yet ({bench.unfinished_outputs()}: chunk or in-progress "
-                "files, no merged output), so it has no table; run the same command again to finish it.",
+                f"kit: warning: {bench.name} has no table, nothing in it is finished yet: {bench.pending_words()}; "
+                "run the same command again to finish it.",
                 file=sys.stderr,
             )
             continue
@@ -390,12 +416,11 @@ def summarize_benchmarks(
         data_note, metrics["data"] = data_of(bench.name, files, pins(bench.name) if pins else None)
         notes.append(data_note)
         notes += [f"seeds matched by: {matched_by}"] if matched_by else []
-        if bench.unfinished:
+        if bench.pending:
             notes.append(
-                f"unfinished: {bench.unfinished_outputs()} (chunk or in-progress files, no merged output), left out "
-                "of this table; run the same command again to finish them"
+                f"unfinished: {bench.pending_words()}, left out of this table; run the same command again to finish them"
             )
-            metrics["unfinished"] = [_output_name(seed) for seed in bench.unfinished]
+            metrics["unfinished"] = [_output_name(seed) for seed in bench.pending]
         tally = judge_tally(files)
         if tally is not None:
             metrics["judge"] = tally

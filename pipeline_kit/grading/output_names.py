@@ -1,9 +1,10 @@
 """The names of a generation's output files, which every reader of them takes from here: output.jsonl (greedy) and
-output-rs{seed}.jsonl (sampled), merged from their chunk files (`*_chunk_{k}.jsonl`) when every chunk is done, and the
-files of an output not finished yet."""
+output-rs{seed}.jsonl (sampled), merged from their chunk files (`*_chunk_{k}.jsonl`) when every chunk is done, the
+files of an output not finished yet, and the plan of the last run into the folder."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -15,6 +16,24 @@ OUTPUT_NAME = re.compile(r"output(?:-rs(\d+))?\.jsonl")  # a merged output; grou
 UNFINISHED_NAME = re.compile(
     r"output(?:-rs(\d+))?(?:_chunk_\d+\.jsonl(?:\.in-progress|-async)?|\.jsonl(?:\.in-progress|-async))"
 )
+
+
+# written into an output folder when a run into it is submitted (where kit can see the folder): {"outputs": [the
+# merged outputs it plans, done or not]}, so that a reader can name the outputs whose units never started
+PLAN_NAME = ".kit-plan.json"
+
+
+def plan_text(outputs: list[str]) -> str:
+    return json.dumps({"outputs": sorted(outputs)}) + "\n"
+
+
+def planned_outputs(folder: str | Path) -> list[str]:
+    """The merged outputs the last run into `folder` planned (none without a readable plan)."""
+    try:
+        outputs = json.loads((Path(folder) / PLAN_NAME).read_text())["outputs"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
+    return [name for name in outputs if isinstance(name, str) and OUTPUT_NAME.fullmatch(name)]
 
 
 def merged_outputs(folder: str | Path) -> list[Path]:

@@ -322,6 +322,7 @@ def _packed_jobs(
         io = {
             "inputs": [*(p.input_file for p in plans), *model_inputs(specs[0].server)],
             "outputs": [p.output_dir for p in plans],
+            "plan_files": {path: text for p in plans for path, text in p.plan_file().items()},
         }
         io["checks"] = [
             c

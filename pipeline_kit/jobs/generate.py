@@ -13,6 +13,7 @@ from pipeline_kit.components.client import ClientCommand, client_python_check, s
 from pipeline_kit.components.sandbox import SANDBOX_NAME, SandboxSpec
 from pipeline_kit.components.server import SERVER_NAME, server_container, server_group
 from pipeline_kit.errors import UserError
+from pipeline_kit.grading.output_names import PLAN_NAME, plan_text
 from pipeline_kit.inference import done_key, request_options
 from pipeline_kit.inference.config import GenerateConfig, check_generate_overrides, parse_generate_config
 from pipeline_kit.inference.registry import task_class
@@ -107,6 +108,11 @@ class UnitPlan:
     @property
     def done_count(self) -> int:
         return len(self.units) - len(self.todo)
+
+    def plan_file(self) -> dict[str, str]:
+        """Job.plan_files of a job that runs units of this plan: the merged outputs it plans, done or not."""
+        outputs = {u.merged_file("").name for u in self.units}
+        return {f"{self.output_dir.rstrip('/')}/{PLAN_NAME}": plan_text(sorted(outputs))}
 
 
 def plan_generation(cluster: ClusterConfig, spec: GenerateSpec, input_final: bool = True) -> UnitPlan:
@@ -285,7 +291,11 @@ def nothing_to_generate(plan: UnitPlan) -> str:
 
 def _unit_jobs(cluster: ClusterConfig, spec: GenerateSpec, options: JobOptions, plan: UnitPlan) -> list[Job]:
 
-    io = {"inputs": [plan.input_file, *model_inputs(spec.server)], "outputs": [plan.output_dir]}
+    io = {
+        "inputs": [plan.input_file, *model_inputs(spec.server)],
+        "outputs": [plan.output_dir],
+        "plan_files": plan.plan_file(),
+    }
     if not plan.todo:
         done = Command(
             f"echo {shlex.quote(nothing_to_generate(plan))}", name="done", container=client_container(cluster, spec)

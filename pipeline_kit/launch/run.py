@@ -3,12 +3,14 @@ submit (or dry-run) through a Submission. It returns the experiment's handle (la
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import sys
 import time
 
 from pipeline_kit import output_lock
+from pipeline_kit.atomic import write_atomic
 from pipeline_kit.errors import SubmissionRefused, UserError
 from pipeline_kit.launch import records
 from pipeline_kit.launch.experiment import Experiment
@@ -82,7 +84,9 @@ def _submit(pipeline: Pipeline, dry_run: bool, follow: str | None, detach: bool 
     code = package_code(pipeline.cluster, pipeline.cwd, pipeline.allow_uncommitted, pipeline.reuse_code, own)
     after = tuple(sorted({name for job in jobs for name in job.run_after}))
     locks = output_lock.acquire(outputs, pipeline.name, run_id, pipeline.cluster.name, after=after)
+    plans = PlanFiles()
     try:
+        plans.write(pipeline)
         submission = Submission(pipeline, jobs, log_dir, resolve_ports(jobs), code, external, writers)
         submission.locks = [str(p) for p in locks.paths]
         if pipeline.cluster.executor != "slurm":
@@ -91,10 +95,56 @@ def _submit(pipeline: Pipeline, dry_run: bool, follow: str | None, detach: bool 
         if pipeline.cluster.executor == "slurm":
             locks.update(run_id=run_id, slurm_ids=[i for ids in experiment.slurm_ids.values() for i in ids])
             locks.keep()
+    except UserError:  # refused: nothing was queued, so nothing was planned either
+        plans.restore()
+        raise
     finally:
         locks.release()
     sys.stdout.flush()
     return experiment
+
+
+class PlanFiles:
+    """Each job's plan_files, written where kit can see them (see `visible_path`) when the run is submitted, and taken
+    back (with the folders made for them) when the submission is refused."""
+
+    def __init__(self) -> None:
+        self.before: dict[str, str | None] = {}  # what each file held before (None: it did not exist)
+        self.made: list[str] = []  # the folders made for them, outermost first
+
+    def write(self, pipeline: Pipeline) -> None:
+        for job in pipeline.jobs:
+            for path, text in job.plan_files.items():
+                here = visible_path(pipeline, job, path)
+                if here is None:
+                    continue
+                self._make_folder(os.path.dirname(here))
+                try:
+                    with open(here) as f:
+                        self.before.setdefault(here, f.read())
+                except FileNotFoundError:
+                    self.before.setdefault(here, None)
+                write_atomic(here, text)
+
+    def _make_folder(self, folder: str) -> None:
+        missing = []
+        while folder and not os.path.isdir(folder):
+            missing.append(folder)
+            folder = os.path.dirname(folder)
+        for path in reversed(missing):
+            os.makedirs(path, exist_ok=True)
+            self.made.append(path)
+
+    def restore(self) -> None:
+        for path, text in self.before.items():
+            if text is None:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path)
+            else:
+                write_atomic(path, text)
+        for folder in reversed(self.made):
+            with contextlib.suppress(OSError):  # not empty: something else wrote there meanwhile
+                os.rmdir(folder)
 
 
 def locked_outputs(pipeline: Pipeline) -> list[str]:

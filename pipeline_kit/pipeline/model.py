@@ -158,6 +158,8 @@ class Job:
     `inputs`: paths the job reads; `outputs`: files or folders it writes. An input that a job of the same pipeline
     or of a `run_after` experiment writes is checked when the job starts; any other is checked at submission.
     `input_hints`: for an input kit knows how to make, what to run (said instead of "fix the path" when it is missing).
+    `plan_files`: {path: text} written at submission (never by a dry run) where kit can see the path: what the job
+    plans, for whoever reads its outputs before it is done (kit summarize names the outputs that never started).
     `skip_when_parents_failed`: an afterany job (a summary of whatever finished) that does not run when every job
     it waits for failed; it ends CANCELLED, saying "skipped: <parent> failed".
     `checks`: shell commands run where the job starts, before any of its commands (a server, a trainer): one that
@@ -174,6 +176,7 @@ class Job:
     inputs: list[str] = field(default_factory=list)
     outputs: list[str] = field(default_factory=list)
     input_hints: dict[str, str] = field(default_factory=dict)
+    plan_files: dict[str, str] = field(default_factory=dict)
     skip_when_parents_failed: bool = False
     checks: list[str] = field(default_factory=list)
 
