@@ -285,6 +285,7 @@ def test_a_refused_sample_fails_its_chunk_and_a_rerun_requests_only_it(kit, none
     assert "kit generate: error: 1 sample failed in" in why and "HTTP 422: stub refuses this request" in why, why
     written = sorted(p.name for p in out.iterdir() if p.suffix != ".lock")  # (the lock of the merge that waits)
     assert written == [  # chunk 1 is written but not done, so nothing is merged
+        ".kit-plan.json",
         "output_chunk_0.jsonl",
         "output_chunk_0.jsonl.done",
         "output_chunk_1.jsonl",
@@ -300,7 +301,7 @@ def test_a_refused_sample_fails_its_chunk_and_a_rerun_requests_only_it(kit, none
     assert "1 of 2 units are done already" in again.stdout
     assert [r["prompt"] for r in healthy.requests()] == ["What is 0+4?"]
     assert [r["generation"] for r in rows(out / "output.jsonl")] == [f"\\boxed{{{i}}}" for i in range(6)]
-    assert sorted(p.name for p in out.iterdir()) == ["output.jsonl", "output.jsonl.done"]
+    assert sorted(p.name for p in out.iterdir()) == [".kit-plan.json", "output.jsonl", "output.jsonl.done"]
 
 
 def test_a_run_here_names_its_logs_first_and_shows_progress_not_log_tails(kit, none_cluster, stub, tmp_path):

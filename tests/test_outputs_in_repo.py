@@ -35,7 +35,8 @@ def test_two_generate_runs_with_outputs_in_the_repo_both_run(kit, none_cluster, 
     args = [*common, "--output_dir=results/second", f"--log_dir={user_repo}/logs/second"]
     dry = kit("generate", *args, "--dry_run")
     assert dry.returncode == 0, dry.stderr
-    assert note_line(dry.stderr) == NOTE + "data/scratch.jsonl, logs/ (6 files), results/ (2 files)", dry.stderr
+    # results/first: output.jsonl, its .done and the run's .kit-plan.json
+    assert note_line(dry.stderr) == NOTE + "data/scratch.jsonl, logs/ (6 files), results/ (3 files)", dry.stderr
     second = kit("generate", *args)
     assert second.returncode == 0, second.stdout + second.stderr
     assert [r["id"] for r in rows(user_repo / "results" / "second" / "output.jsonl")] == [0, 1, 2]
