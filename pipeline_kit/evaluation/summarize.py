@@ -37,7 +37,13 @@ from pipeline_kit.evaluation.output_files import (
 from pipeline_kit.evaluation.reasoning_stats import ReasoningTally
 from pipeline_kit.evaluation.selection_modes import decided_by_note, genselect_metrics, selection_metrics
 from pipeline_kit.evaluation.trackers import sample_table
-from pipeline_kit.grading.output_names import OUTPUT_NAME, UNFINISHED_NAME, planned_outputs
+from pipeline_kit.grading.output_names import (
+    OUTPUT_NAME,
+    UNFINISHED_NAME,
+    output_name,
+    planned_outputs,
+    seed_of,
+)
 
 METRICS_FILE = "metrics.json"
 REGRADED_METRICS_FILE = "metrics-regraded.json"  # --regrade's, beside the labels' metrics.json, never over it
@@ -71,11 +77,11 @@ class BenchmarkOutputs:
     def pending_words(self) -> str:
         """Its outputs not finished yet, in words: 'seed 0 (chunk or in-progress files, no merged output) and seeds
         1-31 (planned by the last run, not started)'."""
-        parts = [f"{_outputs_words(self.unfinished)} (chunk or in-progress files, no merged output)"]
-        parts = parts if self.unfinished else []
-        parts += (
-            [f"{_outputs_words(self.not_started)} (planned by the last run, not started)"] if self.not_started else []
-        )
+        parts = []
+        if self.unfinished:
+            parts.append(f"{_outputs_words(self.unfinished)} (chunk or in-progress files, no merged output)")
+        if self.not_started:
+            parts.append(f"{_outputs_words(self.not_started)} (planned by the last run, not started)")
         return " and ".join(parts)
 
 
@@ -89,10 +95,6 @@ def _outputs_words(outputs: list[int | None]) -> str:
     parts = ["the greedy output"] if None in outputs else []
     parts += [f"seed{'s' if len(seeds) > 1 else ''} {_ranges(seeds)}"] if seeds else []
     return " and ".join(parts)
-
-
-def _output_name(seed: int | None) -> str:
-    return "output.jsonl" if seed is None else f"output-rs{seed}.jsonl"
 
 
 def _ranges(numbers: list[int]) -> str:
@@ -114,18 +116,16 @@ def _outputs_in(folder: Path, name: str) -> BenchmarkOutputs | None:
     started: set[int | None] = set()
     for entry in os.scandir(folder):
         if (partial := UNFINISHED_NAME.fullmatch(entry.name)) is not None:
-            started.add(None if partial.group(1) is None else int(partial.group(1)))
+            started.add(seed_of(partial))
         match = OUTPUT_NAME.fullmatch(entry.name)
         if match and entry.is_file():
-            if match.group(1) is None:
+            if (seed := seed_of(match)) is None:
                 bench.greedy = Path(entry.path)
             else:
-                bench.seeds.append((int(match.group(1)), Path(entry.path)))
+                bench.seeds.append((seed, Path(entry.path)))
     bench.seeds.sort()
     finished = {seed for seed, _ in bench.seeds} | ({None} if bench.greedy else set())
-    planned = {
-        None if m.group(1) is None else int(m.group(1)) for m in map(OUTPUT_NAME.fullmatch, planned_outputs(folder))
-    }
+    planned = {seed_of(OUTPUT_NAME.fullmatch(name)) for name in planned_outputs(folder)}
     bench.unfinished = sorted(started - finished, key=_seed_order)
     bench.not_started = sorted(planned - started - finished, key=_seed_order)
     return bench if bench.greedy or bench.seeds or bench.pending else None
@@ -420,7 +420,7 @@ def summarize_benchmarks(
             notes.append(
                 f"unfinished: {bench.pending_words()}, left out of this table; run the same command again to finish them"
             )
-            metrics["unfinished"] = [_output_name(seed) for seed in bench.pending]
+            metrics["unfinished"] = [output_name(seed) for seed in bench.pending]
         tally = judge_tally(files)
         if tally is not None:
             metrics["judge"] = tally

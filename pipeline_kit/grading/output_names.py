@@ -18,6 +18,16 @@ UNFINISHED_NAME = re.compile(
 )
 
 
+def output_name(seed: int | None) -> str:
+    """The merged output of `seed` (None: the greedy one)."""
+    return "output.jsonl" if seed is None else f"output-rs{seed}.jsonl"
+
+
+def seed_of(match: re.Match) -> int | None:
+    """The seed an OUTPUT_NAME or UNFINISHED_NAME match names (None: the greedy output)."""
+    return None if match.group(1) is None else int(match.group(1))
+
+
 # written into an output folder when a run into it is submitted (where kit can see the folder): {"outputs": [the
 # merged outputs it plans, done or not]}, so that a reader can name the outputs whose units never started
 PLAN_NAME = ".kit-plan.json"

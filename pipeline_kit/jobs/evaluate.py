@@ -19,6 +19,7 @@ from pipeline_kit.errors import UserError, did_you_mean
 from pipeline_kit.evaluation.judge import judge_folder
 from pipeline_kit.evaluation.trackers import Trackers
 from pipeline_kit.grading.grade import grade_flags
+from pipeline_kit.grading.output_names import output_name
 from pipeline_kit.inference.config import check_generate_overrides
 from pipeline_kit.jobs.generate import (
     GenerateSpec,
@@ -249,8 +250,7 @@ def judge_specs(spec: EvalSpec, generated: list[GenerateSpec]) -> list[GenerateS
     out = []
     for gen in generated:
         for seed in gen.seeds if gen.seeds is not None else [None]:
-            name = "output.jsonl" if seed is None else f"output-rs{seed}.jsonl"
-            results = f"{gen.output_dir}/{name}"
+            results = f"{gen.output_dir}/{output_name(seed)}"
             out.append(
                 replace(
                     gen,
