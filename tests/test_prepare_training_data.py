@@ -241,7 +241,8 @@ def test_weights_halve_and_double(capsys, tmp_path: Path):
 
 
 def test_not_prepared_benchmark_is_skipped_with_a_warning(capsys, tmp_path: Path, data_dir: Path):
-    src = write_jsonl(tmp_path / "run" / "output.jsonl", [rec("x", "What is 3+4?", "\\boxed{7}", True)]).parent
+    records = [rec("x", "What is 3+4?", "\\boxed{7}", True), rec("y", "Name a prime.", "\\boxed{2}", True)]
+    src = write_jsonl(tmp_path / "run" / "output.jsonl", records).parent
     out = tmp_path / "sft.jsonl"
     code, _, stderr = kit(
         capsys,
@@ -256,7 +257,34 @@ def test_not_prepared_benchmark_is_skipped_with_a_warning(capsys, tmp_path: Path
     assert f"kit prepare_data math500 --data_dir {data_dir}" in stderr
     report = json.loads(Path(f"{out}.decontamination.json").read_text())
     assert report["checked"] == ["arith"] and report["not_prepared"] == ["math500"]
-    assert read_jsonl(out) == []
+    assert [r["id"] for r in read_jsonl(out)] == ["y"]
+
+
+def test_nothing_left_to_write_is_one_line_naming_the_filters_and_writes_nothing(capsys, tmp_path: Path, data_dir):
+    """Training on a benchmark's own outputs (every problem contaminated), or on outputs none of which is correct,
+    leaves no record: that is an error naming why, not an empty file that fails the training job later."""
+    out = tmp_path / "sft.jsonl"
+    ours = [rec(f"r{i}", "What is 3+4?", "\\boxed{7}", True) for i in range(2)]  # one pair, twice
+    src = write_jsonl(tmp_path / "bench" / "output.jsonl", ours).parent
+    args = ["prepare_sft_data", f"--input_dir={src}", f"--output_file={out}", f"--data_dir={data_dir}"]
+    code, _, stderr = kit(capsys, *args, "--decontaminate=arith")
+    assert code == 2 and stderr.count("\n") == 1, stderr
+    assert stderr.startswith(f"kit: error: nothing to write to {out}: of 2 records read, 1 contaminated, 1 repeated")
+    assert "leave those benchmarks out of --decontaminate (matched: arith)." in stderr
+    assert not out.exists() and not Path(f"{out}.decontamination.json").exists()
+
+    wrong = write_jsonl(tmp_path / "wrong" / "output.jsonl", [rec("w", "Name a prime.", "\\boxed{4}", False)]).parent
+    code, _, stderr = kit(
+        capsys, "prepare_sft_data", f"--input_dir={wrong}", f"--output_file={out}", "--no_decontaminate"
+    )
+    assert code == 2 and "of 1 records read, 1 not graded correct were dropped" in stderr, stderr
+    assert "pass --keep_incorrect to keep them." in stderr and not out.exists()
+
+    problems = write_jsonl(tmp_path / "rl.jsonl", [{"problem": "What is 3+4?", "expected_answer": "7"}])
+    rl = ["prepare_rl_data", f"--input_file={problems}", f"--output_file={out}", "--decontaminate=arith"]
+    code, _, stderr = kit(capsys, *rl, f"--data_dir={data_dir}", "--ngram=3")
+    assert code == 2 and "of 1 records read, 1 contaminated were dropped and none kept" in stderr, stderr
+    assert not out.exists()
 
 
 def test_rl_data(capsys, tmp_path: Path, data_dir: Path):

@@ -306,6 +306,8 @@ def prepare_sft(
         mixed.extend(picked)
         table.append(c)
     rng.shuffle(mixed)
+    if not mixed:
+        raise _nothing_kept(output_file, table, list(dropped.values()), graded=True)
     _write_jsonl(output_file, mixed)
     columns = ["read", "correct", "unfinished", "duplicate", "too_long", "contaminated", "kept"]
     lines = [_counts_table(table, columns, wts)]
@@ -316,6 +318,38 @@ def prepare_sft(
 
 
 REASONING_CHOICES = ("keep", "drop")
+
+# why records were dropped (Counts fields), in words, with what keeps them
+_DROPS = {
+    "incorrect": ("not graded correct", "pass --keep_incorrect to keep them"),
+    "unfinished": ("with a reasoning trace that never ended", "give the model more tokens to think"),
+    "too_long": ("too long", "raise --max_length"),
+    "contaminated": (
+        "contaminated",
+        "they share n-grams with benchmarks' test problems: train on other problems, or leave those benchmarks out "
+        "of --decontaminate",
+    ),
+}
+
+
+def _nothing_kept(output_file: Path, table: list[Counts], dropped: list[dict], graded: bool) -> UserError:
+    """No record is left to write: how many each filter took, and what keeps the largest share. Nothing is written
+    (an empty file would only fail the training job later). `graded`: SFT's sources, whose `correct` counts."""
+    total = {name: sum(getattr(c, name) for c in table) for name in Counts.__dataclass_fields__ if name != "source"}
+    total["incorrect"] = total["read"] - total["correct"] if graded else 0
+    if not total["read"]:
+        return UserError(f"nothing to write to {output_file}: the inputs hold no records; give generation outputs.")
+    took = {name: total[name] for name in _DROPS if total[name]}
+    counts = [f"{n} {_DROPS[name][0]}" for name, n in took.items()]
+    counts += [f"{total['duplicate']} repeated"] if total["duplicate"] else []
+    why = max(took, key=took.get) if took else None
+    fix = _DROPS[why][1] if why else "check --weights (a weight of 0 keeps none)"
+    if why == "contaminated":
+        fix += f" (matched: {', '.join(sorted({d['benchmark'] for d in dropped}))})"
+    return UserError(
+        f"nothing to write to {output_file}: of {total['read']} records read, {', '.join(counts) or 'none'} were "
+        f"dropped and none kept; {fix}."
+    )
 
 
 def training_text(record: dict, reasoning: str, start: str, end: str) -> str:
@@ -412,6 +446,8 @@ def prepare_rl(
             out.append({"id": rid, "problem": rec["problem"], "expected_answer": answer})
             c.kept += 1
         table.append(c)
+    if not out:
+        raise _nothing_kept(output_file, table, dropped, graded=False)
     _write_jsonl(output_file, out)
     lines = [_counts_table(table, ["read", "contaminated", "kept"]), f"\nwrote {len(out)} records to {output_file}"]
     if deco is not None:
