@@ -60,6 +60,18 @@ def test_vllm_on_cpu_gets_a_kv_cache_that_fits_unless_the_user_sized_it():
     assert command("vllm", gpus=1).startswith(KEEP_ALIVE + '"${KIT_SERVER_PYTHON')
 
 
+def test_vllm_on_cpu_prefills_whole_prompts_unless_the_user_chose():
+    """A CPU engine dies on a seeded request whose prompt was prefilled in parts ("CPU Generator does not use
+    offset"): kit turns chunked prefill off there; a GPU keeps vLLM's default, and the user's own flag wins."""
+    assert command("vllm", gpus=0).endswith("--tensor-parallel-size 1 --no-enable-chunked-prefill")
+    assert command("vllm", gpus=0, server_args="--dtype float32").endswith(
+        "--no-enable-chunked-prefill --dtype float32"
+    )
+    for own in ("--enable-chunked-prefill", "--enable_chunked_prefill=True", "--no-enable-chunked-prefill"):
+        assert command("vllm", gpus=0, server_args=own).count("chunked") == 1, own
+    assert "chunked" not in command("vllm", gpus=8)
+
+
 def test_vllm_multi_node_goes_through_ray():
     cmd = command("vllm", gpus=8, nodes=2, served_model_name="qwen")
     assert cmd.startswith('if [ "${SLURM_PROCID:-0}" = 0 ]; then ray start --head --port=6379 && ')

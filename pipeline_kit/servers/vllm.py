@@ -12,6 +12,11 @@ RAY_PORT = 6379
 # start when less is free; kit asks for a fixed KV cache instead (GiB), which the user's own setting overrides.
 CPU_KV_CACHE_GIB = 2
 _CPU_MEMORY_FLAGS = ("--kv-cache-memory-bytes", "--gpu-memory-utilization")
+# On a CPU vLLM must prefill each prompt whole: after a step that prefilled only part of a prompt it rewinds the
+# request's random generator, which a CPU generator cannot do, and the engine dies ("CPU Generator does not use
+# offset") on kit's seeded requests once many are in flight. The user's own chunked-prefill flag wins.
+CPU_WHOLE_PREFILL = "--no-enable-chunked-prefill"
+_CHUNKED_PREFILL_FLAGS = ("--enable-chunked-prefill", "--no-enable-chunked-prefill")
 # How long vLLM's HTTP server (uvicorn) keeps an idle connection (5 s by default): long enough that a busy job never
 # sends on one vLLM closed (why: inference/retry.py, PoolConnector). The user's own value wins.
 KEEP_ALIVE_S = 30
@@ -27,6 +32,9 @@ class VllmServer(ServerType):
         serve = f'VLLM_HTTP_TIMEOUT_KEEP_ALIVE="${{VLLM_HTTP_TIMEOUT_KEEP_ALIVE:-{KEEP_ALIVE_S}}}" {serve}'
         if not spec.gpus and not any(flag in spec.server_args for flag in _CPU_MEMORY_FLAGS):
             serve = f'VLLM_CPU_KVCACHE_SPACE="${{VLLM_CPU_KVCACHE_SPACE:-{CPU_KV_CACHE_GIB}}}" {serve}'
+        user_flags = {word.split("=")[0].replace("_", "-") for word in spec.server_args.split()}
+        if not spec.gpus and not user_flags & set(_CHUNKED_PREFILL_FLAGS):
+            serve += f" {CPU_WHOLE_PREFILL}"
         if spec.nodes == 1:
             return serve + extra_args(spec)
         # one task per node: rank 0 starts the Ray head and vLLM, the others join the Ray cluster and wait
