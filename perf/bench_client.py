@@ -52,7 +52,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from pipeline_kit.servers.vllm import KEEP_ALIVE_S
+from pipeline_kit.servers.vllm import CPU_WHOLE_PREFILL, KEEP_ALIVE_S
 
 HERE = Path(__file__).resolve().parent
 VLLM_PYTHON = Path("/var/cache/kit-test/venv-vllm/bin/python")
@@ -172,7 +172,8 @@ VLLM_ENV = {
     # what kit's vLLM command sets: the bare side's server is the same server
     "VLLM_HTTP_TIMEOUT_KEEP_ALIVE": str(KEEP_ALIVE_S),
 }
-VLLM_ARGS = ["--max-model-len", "512", "--dtype", "float32", "--enforce-eager"]
+# what kit's vLLM command adds on a CPU (servers/vllm.py): the bare side's server is the same server
+VLLM_ARGS = ["--max-model-len", "512", "--dtype", "float32", "--enforce-eager", CPU_WHOLE_PREFILL]
 
 
 def start_vllm(port: int, log: Path) -> subprocess.Popen:
