@@ -80,3 +80,18 @@ def remove_stale_temps(path: str | Path) -> None:
     for stale in path.parent.glob(f".{glob.escape(path.name)}.*"):
         if len(stale.name) == len(path.name) + 10:  # '.' + name + '.' + mkstemp's 8 random characters
             stale.unlink(missing_ok=True)
+
+
+def missing_folders(folder: str | Path) -> list[Path]:
+    """`folder` and the folders above it that do not exist yet, innermost first: what making it will make, for
+    `remove_made_folders` when what they were made for is taken back."""
+    folder = Path(folder)
+    return [f for f in [folder, *folder.parents] if not f.exists()]
+
+
+def remove_made_folders(folders: list[Path]) -> None:
+    """Remove the folders `missing_folders` listed before they were made, innermost first; one that is no longer
+    empty stays."""
+    for folder in folders:
+        with contextlib.suppress(OSError):
+            folder.rmdir()

@@ -7,7 +7,6 @@ moved aside keeps its lock. Locks of one process are shared: the stages of one r
 
 from __future__ import annotations
 
-import contextlib
 import getpass
 import json
 import os
@@ -22,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pipeline_kit.atomic import default_mode, write_atomic
+from pipeline_kit.atomic import default_mode, missing_folders, remove_made_folders, write_atomic
 from pipeline_kit.errors import UserError
 
 SUFFIX = ".kit-lock.json"
@@ -196,9 +195,7 @@ class RunLocks:
             del _held[path]
             if not held.kept and (_read(path) or {}).get("token") == held.token:
                 path.unlink(missing_ok=True)
-                for folder in held.made:  # a refused submission leaves no empty folder behind
-                    with contextlib.suppress(OSError):  # not empty: the run wrote there
-                        folder.rmdir()
+                remove_made_folders(held.made)  # a refused submission leaves no empty folder behind
         self.paths = []
 
 
@@ -225,7 +222,7 @@ def acquire(
                 RunLocks([path]).update(run_id=run_id)
                 continue
             token = uuid.uuid4().hex
-            made = [folder for folder in [path.parent, *path.parent.parents] if not folder.exists()]
+            made = missing_folders(path.parent)  # _create makes them
             info = {
                 "expname": expname,
                 "run_id": run_id,

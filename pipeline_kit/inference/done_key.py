@@ -233,11 +233,16 @@ def changed_fields(recorded: dict[str, object], current: dict[str, object]) -> l
 
     current = json.loads(json.dumps(current, default=str))  # compare as stored
     # a flag keyed when the output was made but unkeyed since (--enforce-eager before 2026-11-29) changes nothing
-    recorded = {n: v for n, v in recorded.items() if n.removeprefix("server_args ") not in UNKEYED_SERVER_ARGS}
+    recorded = {n: v for n, v in recorded.items() if not _unkeyed_since(n)}
     names = sorted(set(recorded) | set(current))
     return [
         f"{n}: {show(recorded.get(n))} → {show(current.get(n))}" for n in names if recorded.get(n) != current.get(n)
     ]
+
+
+def _unkeyed_since(name: str) -> bool:
+    """A `server_args FLAG` field whose flag is unkeyed now."""
+    return name.startswith("server_args ") and name.removeprefix("server_args ") in UNKEYED_SERVER_ARGS
 
 
 def check_done(output: str | Path, fields: dict[str, object], rerun_hint: str) -> None:

@@ -8,9 +8,10 @@ import itertools
 import os
 import sys
 import time
+from pathlib import Path
 
 from pipeline_kit import output_lock
-from pipeline_kit.atomic import write_atomic
+from pipeline_kit.atomic import missing_folders, remove_made_folders, write_atomic
 from pipeline_kit.errors import SubmissionRefused, UserError
 from pipeline_kit.launch import records
 from pipeline_kit.launch.experiment import Experiment
@@ -110,7 +111,7 @@ class PlanFiles:
 
     def __init__(self) -> None:
         self.before: dict[str, str | None] = {}  # what each file held before (None: it did not exist)
-        self.made: list[str] = []  # the folders made for them, outermost first
+        self.made: list[Path] = []  # the folders made for them, innermost first
 
     def write(self, pipeline: Pipeline) -> None:
         for job in pipeline.jobs:
@@ -118,22 +119,15 @@ class PlanFiles:
                 here = visible_path(pipeline, job, path)
                 if here is None:
                     continue
-                self._make_folder(os.path.dirname(here))
+                folder = os.path.dirname(here)
+                self.made = missing_folders(folder) + self.made
+                os.makedirs(folder, exist_ok=True)
                 try:
                     with open(here) as f:
                         self.before.setdefault(here, f.read())
                 except FileNotFoundError:
                     self.before.setdefault(here, None)
                 write_atomic(here, text)
-
-    def _make_folder(self, folder: str) -> None:
-        missing = []
-        while folder and not os.path.isdir(folder):
-            missing.append(folder)
-            folder = os.path.dirname(folder)
-        for path in reversed(missing):
-            os.makedirs(path, exist_ok=True)
-            self.made.append(path)
 
     def restore(self) -> None:
         for path, text in self.before.items():
@@ -142,9 +136,7 @@ class PlanFiles:
                     os.unlink(path)
             else:
                 write_atomic(path, text)
-        for folder in reversed(self.made):
-            with contextlib.suppress(OSError):  # not empty: something else wrote there meanwhile
-                os.rmdir(folder)
+        remove_made_folders(self.made)
 
 
 def locked_outputs(pipeline: Pipeline) -> list[str]:

@@ -16,7 +16,6 @@ _CPU_MEMORY_FLAGS = ("--kv-cache-memory-bytes", "--gpu-memory-utilization")
 # request's random generator, which a CPU generator cannot do, and the engine dies ("CPU Generator does not use
 # offset") on kit's seeded requests once many are in flight. The user's own chunked-prefill flag wins.
 CPU_WHOLE_PREFILL = "--no-enable-chunked-prefill"
-_CHUNKED_PREFILL_FLAGS = ("--enable-chunked-prefill", "--no-enable-chunked-prefill")
 # How long vLLM's HTTP server (uvicorn) keeps an idle connection (5 s by default): long enough that a busy job never
 # sends on one vLLM closed (why: inference/retry.py, PoolConnector). The user's own value wins.
 KEEP_ALIVE_S = 30
@@ -32,8 +31,7 @@ class VllmServer(ServerType):
         serve = f'VLLM_HTTP_TIMEOUT_KEEP_ALIVE="${{VLLM_HTTP_TIMEOUT_KEEP_ALIVE:-{KEEP_ALIVE_S}}}" {serve}'
         if not spec.gpus and not any(flag in spec.server_args for flag in _CPU_MEMORY_FLAGS):
             serve = f'VLLM_CPU_KVCACHE_SPACE="${{VLLM_CPU_KVCACHE_SPACE:-{CPU_KV_CACHE_GIB}}}" {serve}'
-        user_flags = {word.split("=")[0].replace("_", "-") for word in spec.server_args.split()}
-        if not spec.gpus and not user_flags & set(_CHUNKED_PREFILL_FLAGS):
+        if not spec.gpus and "chunked-prefill" not in spec.server_args.replace("_", "-"):
             serve += f" {CPU_WHOLE_PREFILL}"
         if spec.nodes == 1:
             return serve + extra_args(spec)
